@@ -1,0 +1,16 @@
+"""chiplet_fa: FlashAttention-2 with workgroups mapped so each head's K/V stays in one L2 domain."""
+try:
+    from . import _C  # noqa: F401  (registers torch.ops.chiplet_fa.*)
+except ImportError as exc:  # pragma: no cover - message for a source checkout without a build
+    raise ImportError(
+        "chiplet_fa._C is not built. Install with `pip install --no-build-isolation .` and run "
+        "from outside the source tree (or build in place with "
+        "`python setup.py build_ext --inplace`)."
+    ) from exc
+
+from . import _ops  # noqa: F401,E402  (fake kernels)
+from .interface import attention, scaled_dot_product_attention  # noqa: E402
+from .mapping import MAPPINGS, map_workgroups  # noqa: E402
+
+__all__ = ["attention", "scaled_dot_product_attention", "map_workgroups", "MAPPINGS"]
+__version__ = "0.1.0"

@@ -1,0 +1,118 @@
+// CPU forward: the reference path CI runs. Same tiling as the GPU kernels (one workgroup =
+// one block_m x D tile of Q streaming K/V blocks with an online softmax), and the tiles are
+// visited through map_workgroup, so every mapping policy is exercised on a machine without GPU.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <torch/library.h>
+
+#include "../fwd_api.h"
+#include "../mapping.h"
+#include "../topology.h"
+
+namespace chiplet_fa {
+namespace {
+
+constexpr int kCpuBlockM = 64;
+constexpr int kCpuBlockN = 64;
+
+template <typename T, typename Acc>
+void fwd_tile(const FwdParams& p, const Tile& t) {
+  const int D = p.head_dim;
+  const int m0 = t.m_block * p.block_m;
+  const int rows = std::min(p.block_m, p.seqlen_q - m0);
+  const int kv_head = t.q_head / (p.num_q_heads / p.num_kv_heads);
+  const T* q = static_cast<const T*>(p.q) + t.batch * p.q_batch_stride + t.q_head * p.q_head_stride;
+  const T* k = static_cast<const T*>(p.k) + t.batch * p.k_batch_stride + kv_head * p.k_head_stride;
+  const T* v = static_cast<const T*>(p.v) + t.batch * p.v_batch_stride + kv_head * p.v_head_stride;
+  T* out = static_cast<T*>(p.out) + t.batch * p.o_batch_stride + t.q_head * p.o_head_stride;
+  float* lse = p.softmax_lse + (int64_t(t.batch) * p.num_q_heads + t.q_head) * p.seqlen_q;
+
+  const Acc scale = Acc(p.softmax_scale);
+  const Acc neg_inf = -std::numeric_limits<Acc>::infinity();
+  std::vector<Acc> qs(size_t(rows) * D), ks(size_t(kCpuBlockN) * D), vs(size_t(kCpuBlockN) * D);
+  std::vector<Acc> acc(size_t(rows) * D, Acc(0)), row_max(rows, neg_inf), row_sum(rows, Acc(0));
+  std::vector<Acc> s(kCpuBlockN);
+  for (int r = 0; r < rows; ++r)
+    for (int d = 0; d < D; ++d) qs[size_t(r) * D + d] = Acc(q[(m0 + r) * p.q_row_stride + d]) * scale;
+
+  // Keys past the last row's causal limit are never read.
+  int n_end = p.seqlen_k;
+  if (p.causal) n_end = std::max(0, std::min(n_end, m0 + rows + p.causal_offset()));
+  for (int n0 = 0; n0 < n_end; n0 += kCpuBlockN) {
+    const int cols = std::min(kCpuBlockN, n_end - n0);
+    for (int c = 0; c < cols; ++c)
+      for (int d = 0; d < D; ++d) {
+        ks[size_t(c) * D + d] = Acc(k[(n0 + c) * p.k_row_stride + d]);
+        vs[size_t(c) * D + d] = Acc(v[(n0 + c) * p.v_row_stride + d]);
+      }
+    for (int r = 0; r < rows; ++r) {
+      const int limit = p.causal ? std::min(cols, m0 + r + p.causal_offset() - n0 + 1) : cols;
+      if (limit <= 0) continue;  // this row sees no key of the block
+      const Acc* qr = &qs[size_t(r) * D];
+      Acc block_max = neg_inf;
+      for (int c = 0; c < limit; ++c) {
+        const Acc* kc = &ks[size_t(c) * D];
+        Acc dot = 0;
+        for (int d = 0; d < D; ++d) dot += qr[d] * kc[d];
+        s[c] = dot;
+        block_max = std::max(block_max, dot);
+      }
+      const Acc new_max = std::max(row_max[r], block_max);
+      const Acc alpha = std::exp(row_max[r] - new_max);  // exp(-inf) = 0 on the first block
+      Acc* ar = &acc[size_t(r) * D];
+      for (int d = 0; d < D; ++d) ar[d] *= alpha;
+      Acc sum = 0;
+      for (int c = 0; c < limit; ++c) {
+        const Acc pc = std::exp(s[c] - new_max);
+        sum += pc;
+        const Acc* vc = &vs[size_t(c) * D];
+        for (int d = 0; d < D; ++d) ar[d] += pc * vc[d];
+      }
+      row_sum[r] = row_sum[r] * alpha + sum;
+      row_max[r] = new_max;
+    }
+  }
+  for (int r = 0; r < rows; ++r) {
+    const bool empty = row_sum[r] == Acc(0);  // fully masked row
+    const Acc inv = empty ? Acc(0) : Acc(1) / row_sum[r];
+    T* orow = out + (m0 + r) * p.o_row_stride;
+    for (int d = 0; d < D; ++d) orow[d] = T(acc[size_t(r) * D + d] * inv);
+    lse[m0 + r] = empty ? -std::numeric_limits<float>::infinity()
+                        : float(row_max[r] + std::log(row_sum[r]));
+  }
+}
+
+template <typename T, typename Acc>
+void fwd_all_tiles(const FwdParams& p) {
+  const GridShape g = p.grid_shape();
+  at::parallel_for(0, grid_size(g), 1, [&](int64_t begin, int64_t end) {
+    for (int64_t wid = begin; wid < end; ++wid) fwd_tile<T, Acc>(p, map_workgroup(p.mapping, wid, g));
+  });
+}
+
+std::tuple<at::Tensor, at::Tensor> fwd_cpu(const at::Tensor& q, const at::Tensor& k,
+                                           const at::Tensor& v, std::optional<double> softmax_scale,
+                                           bool causal, std::string mapping, int64_t num_xcds) {
+  at::Tensor out, lse;
+  const FwdParams p = prepare_fwd({q, k, v, softmax_scale, causal, mapping, num_xcds},
+                                  kCpuBlockM, detect_num_xcds(q.device()), out, lse);
+  if (finish_without_kernel(p, out, lse)) return {out, lse};
+  switch (dtype_of(q)) {
+    case DType::kFloat16: fwd_all_tiles<at::Half, float>(p); break;
+    case DType::kBFloat16: fwd_all_tiles<at::BFloat16, float>(p); break;
+    case DType::kFloat32: fwd_all_tiles<float, float>(p); break;
+    case DType::kFloat64: fwd_all_tiles<double, double>(p); break;
+  }
+  return {out, lse};
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(chiplet_fa, CPU, m) { m.impl("fwd", &fwd_cpu); }
+
+}  // namespace chiplet_fa

@@ -1,0 +1,39 @@
+// Platform layer: one spelling for host/device qualifiers and the few runtime calls the
+// kernels need, whether this translation unit is compiled by nvcc, by clang as HIP, or by a
+// plain host compiler (CPU path, pybind module, L2 model).
+#pragma once
+
+#if defined(__HIPCC__)
+#include <hip/hip_runtime.h>
+#define CFA_HIP 1
+#elif defined(__CUDACC__)
+#include <cuda_runtime.h>
+#define CFA_CUDA 1
+#endif
+
+#if defined(CFA_HIP) || defined(CFA_CUDA)
+#define CFA_HOST_DEVICE __host__ __device__ __forceinline__
+#define CFA_DEVICE __device__ __forceinline__
+#define CFA_GLOBAL __global__
+#else
+#define CFA_HOST_DEVICE inline
+#define CFA_DEVICE inline
+#endif
+
+#if defined(CFA_HIP)
+using cfaStream_t = hipStream_t;
+using cfaError_t = hipError_t;
+#define cfaSuccess hipSuccess
+#define cfaGetLastError hipGetLastError
+#define cfaGetErrorString hipGetErrorString
+#define cfaFuncSetAttribute hipFuncSetAttribute
+#define cfaFuncAttributeMaxDynamicSharedMemorySize hipFuncAttributeMaxDynamicSharedMemorySize
+#elif defined(CFA_CUDA)
+using cfaStream_t = cudaStream_t;
+using cfaError_t = cudaError_t;
+#define cfaSuccess cudaSuccess
+#define cfaGetLastError cudaGetLastError
+#define cfaGetErrorString cudaGetErrorString
+#define cfaFuncSetAttribute cudaFuncSetAttribute
+#define cfaFuncAttributeMaxDynamicSharedMemorySize cudaFuncAttributeMaxDynamicSharedMemorySize
+#endif

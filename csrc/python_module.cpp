@@ -1,0 +1,48 @@
+// pybind11 module chiplet_fa._C: loading it registers the operators (static initialisers of
+// the other translation units) and exposes the mapping function for tests and tools.
+#include <torch/extension.h>
+
+#include "mapping.h"
+#include "mapping_names.h"
+
+namespace chiplet_fa {
+namespace {
+
+at::Tensor map_workgroups(const std::string& policy, int64_t batch, int64_t num_q_heads,
+                          int64_t num_kv_heads, int64_t num_m_blocks, int64_t num_xcds) {
+  TORCH_CHECK_VALUE(batch >= 0 && num_m_blocks >= 0, "map_workgroups: batch and num_m_blocks must be >= 0");
+  TORCH_CHECK_VALUE(num_q_heads >= 1 && num_kv_heads >= 1 && num_q_heads % num_kv_heads == 0,
+                    "map_workgroups: num_q_heads (", num_q_heads,
+                    ") must be a positive multiple of num_kv_heads (", num_kv_heads, ")");
+  TORCH_CHECK_VALUE(num_xcds >= 1, "map_workgroups: num_xcds must be >= 1, got ", num_xcds);
+  TORCH_CHECK_VALUE(batch * num_q_heads * num_m_blocks <= INT32_MAX,
+                    "map_workgroups: grid of ", batch * num_q_heads * num_m_blocks, " exceeds int32");
+  const Mapping p = resolve_mapping(policy, int(num_xcds));
+  const GridShape g{int32_t(batch), int32_t(num_q_heads), int32_t(num_m_blocks), int32_t(num_xcds)};
+  const int64_t grid = grid_size(g);
+  at::Tensor rows = at::empty({grid, 3}, at::kLong);
+  int64_t* r = rows.data_ptr<int64_t>();
+  at::parallel_for(0, grid, 4096, [&](int64_t begin, int64_t end) {
+    for (int64_t wid = begin; wid < end; ++wid) {
+      const Tile t = map_workgroup(p, wid, g);
+      r[3 * wid] = t.batch;
+      r[3 * wid + 1] = t.q_head;
+      r[3 * wid + 2] = t.m_block;
+    }
+  });
+  return rows;
+}
+
+}  // namespace
+}  // namespace chiplet_fa
+
+PYBIND11_MODULE(_C, m) {
+  m.doc() = "chiplet_fa native module: operators are registered under torch.ops.chiplet_fa";
+  m.def("map_workgroups", &chiplet_fa::map_workgroups, py::arg("policy"), py::arg("batch"),
+        py::arg("num_q_heads"), py::arg("num_kv_heads"), py::arg("num_m_blocks"),
+        py::arg("num_xcds"),
+        "Rows (batch, q_head, m_block) of every workgroup id, computed by the kernels' function");
+  py::tuple names(chiplet_fa::kNumMappings);
+  for (int i = 0; i < chiplet_fa::kNumMappings; ++i) names[i] = chiplet_fa::kMappingNames[i];
+  m.attr("mapping_names") = names;
+}
