@@ -7,7 +7,7 @@
 #if defined(CFA_HIP)
 #include <c10/hip/HIPStream.h>
 #else
-#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAStream.h>
 #endif
 
 #include "../fwd_api.h"
@@ -21,7 +21,7 @@ cfaStream_t current_stream() {
 #if defined(CFA_HIP)
   return c10::hip::getCurrentHIPStream().stream();
 #else
-  return at::cuda::getCurrentCUDAStream().stream();
+  return c10::cuda::getCurrentCUDAStream().stream();
 #endif
 }
 
