@@ -15,12 +15,13 @@ struct FwdConfig {
   using T = typename arch::Element<kDType>::type;
   static constexpr int kDim = kHeadDim;
   static constexpr int kBlockM = 128;
-  static constexpr int kBlockN = kHeadDim <= 64 ? 64 : (kHeadDim <= 128 ? 32 : 64);
   // Two 16-row m-tiles per warp let each K/V fragment read from shared memory feed twice the
   // MMAs (one m-tile leaves the kernel bound by ldmatrix bandwidth); above D=128 the output
   // accumulator no longer fits twice in registers, so those run one m-tile per warp.
   static constexpr int kMTiles = kHeadDim <= 128 ? 2 : 1;
   static constexpr int kRowsPerWarp = 16 * kMTiles;
+  // 64 keys per step at D=96/128 would need more than 255 registers with two m-tiles.
+  static constexpr int kBlockN = kMTiles == 2 && kHeadDim > 64 ? 32 : 64;
   static constexpr int kWarps = kBlockM / kRowsPerWarp;
   static constexpr int kThreads = kWarps * arch::kWarpSize;
   static constexpr int kStride = kHeadDim + arch::kSmemPad;
@@ -38,8 +39,7 @@ CFA_DEVICE void load_tile(typename Cfg::T* smem, const typename Cfg::T* g, int64
   for (int c = threadIdx.x; c < kRows * kChunks; c += Cfg::kThreads) {
     const int r = c / kChunks, col = (c % kChunks) * 8;
     const bool valid = row0 + r < n_rows && col < head_dim;
-    const typename Cfg::T* src = valid ? g + (row0 + r) * row_stride + col : g;
-    arch::copy_16B_async(smem + r * Cfg::kStride + col, src, valid);
+    arch::copy_16B_async(smem + r * Cfg::kStride + col, valid ? g + (row0 + r) * row_stride + col : g, valid);
   }
 }
 
@@ -113,34 +113,54 @@ struct FwdKernel : FwdConfig<kDType, kHeadDim, kCausal> {
         arch::copy_commit();
       }
 
-      // Online softmax in base 2: p = 2^(s - max); a row with no visible key yet keeps max -inf.
-      float new_max[kSlots], safe_max[kSlots], alpha[kSlots], block_sum[kSlots];
+      // Online softmax in base 2 against a reference max per row. The reference only moves
+      // (and O, row_sum are rescaled) when some row's max grew by more than kRescaleSlack, so
+      // most steps skip the rescale; p = 2^(s - ref) stays below 2^kRescaleSlack. A row with
+      // no visible key yet keeps ref = -inf and contributes p = 0.
+      constexpr float kRescaleSlack = 8.f;
+      float block_max[kSlots], ref[kSlots], block_sum[kSlots];
 #pragma unroll
-      for (int r = 0; r < kSlots; ++r) new_max[r] = row_max[r];
+      for (int r = 0; r < kSlots; ++r) block_max[r] = -INFINITY;
 #pragma unroll
       for (int i = 0; i < SAcc::kSize; ++i)
-        new_max[SAcc::slot(i)] = fmaxf(new_max[SAcc::slot(i)], s.x[i]);
+        block_max[SAcc::slot(i)] = fmaxf(block_max[SAcc::slot(i)], s.x[i]);
+      bool grow = false;
 #pragma unroll
       for (int r = 0; r < kSlots; ++r) {
-        new_max[r] = arch::row_allreduce_max(new_max[r]);
-        safe_max[r] = new_max[r] == -INFINITY ? 0.f : new_max[r];
-        alpha[r] = exp2f(row_max[r] - safe_max[r]);
-        row_max[r] = new_max[r];
+        block_max[r] = arch::row_allreduce_max(block_max[r]);
+        grow |= block_max[r] > row_max[r] + kRescaleSlack;
+      }
+      if (arch::warp_any(grow)) {
+        float alpha[kSlots];
+#pragma unroll
+        for (int r = 0; r < kSlots; ++r) {
+          const float new_max = fmaxf(row_max[r], block_max[r]);
+          alpha[r] = new_max == -INFINITY ? 1.f : exp2f(row_max[r] - new_max);
+          row_max[r] = new_max;
+          row_sum[r] *= alpha[r];
+        }
+#pragma unroll
+        for (int i = 0; i < OAcc::kSize; ++i) o.x[i] *= alpha[OAcc::slot(i)];
+      }
+#pragma unroll
+      for (int r = 0; r < kSlots; ++r) {
+        ref[r] = row_max[r] == -INFINITY ? 0.f : row_max[r];
         block_sum[r] = 0.f;
       }
 #pragma unroll
       for (int i = 0; i < SAcc::kSize; ++i) {
-        s.x[i] = exp2f(s.x[i] - safe_max[SAcc::slot(i)]);
+        s.x[i] = exp2f(s.x[i] - ref[SAcc::slot(i)]);
         block_sum[SAcc::slot(i)] += s.x[i];
       }
-      // Partial row sums stay per lane; lanes of a row share alpha, so one reduction at the end.
+      // Partial row sums stay per lane (lanes of a row share ref): one reduction at the end.
 #pragma unroll
-      for (int r = 0; r < kSlots; ++r) row_sum[r] = row_sum[r] * alpha[r] + block_sum[r];
-#pragma unroll
-      for (int i = 0; i < OAcc::kSize; ++i) o.x[i] *= alpha[OAcc::slot(i)];
-      arch::gemm_pv<T, Cfg::kMTiles, kBlockN, kHeadDim>(o, s, sV, kStride, lane);
+      for (int r = 0; r < kSlots; ++r) row_sum[r] += block_sum[r];
+      arch::PFrag<T, Cfg::kMTiles, kBlockN> pf;
+      arch::pack_p(pf, s);
+      arch::gemm_pv<T, Cfg::kMTiles, kBlockN, kHeadDim>(o, pf, sV, kStride, lane);
     }
 
+    arch::copy_wait<0>();  // a tile with no visible key never waited for its Q copy
     float inv_sum[kSlots];
 #pragma unroll
     for (int r = 0; r < kSlots; ++r) {

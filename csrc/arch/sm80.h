@@ -38,6 +38,7 @@ CFA_DEVICE float row_allreduce_max(float v) {
   v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
   return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
 }
+CFA_DEVICE bool warp_any(bool pred) { return __any_sync(0xffffffffu, pred); }
 CFA_DEVICE float row_allreduce_sum(float v) {
   v += __shfl_xor_sync(0xffffffffu, v, 1);
   return v + __shfl_xor_sync(0xffffffffu, v, 2);
@@ -104,7 +105,7 @@ CFA_DEVICE void gemm_qk(Acc<kMT, kN>& s, const T* sQ, const T* sK, int stride, i
   for (int i = 0; i < Acc<kMT, kN>::kSize; ++i) s.x[i] = 0.f;
   const T* q_base = sQ + (lane % 16) * stride + (lane / 16) * 8;
   const T* k_base = sK + ((lane / 16) * 8 + lane % 8) * stride + ((lane / 8) % 2) * 8;
-#pragma unroll
+#pragma unroll 2
   for (int kk = 0; kk < kD / 16; ++kk) {
     uint32_t a[kMT][4];
 #pragma unroll
@@ -122,31 +123,40 @@ CFA_DEVICE void gemm_qk(Acc<kMT, kN>& s, const T* sQ, const T* sK, int stride, i
   }
 }
 
-// o += P V with P (fp32 probabilities in the Acc layout) rounded to T in registers: the C
-// layout of two n8 tiles is the A layout of one k16 step, so P never touches shared memory.
+// P rounded to T as mma A fragments. The C layout of two n8 tiles is the A layout of one k16
+// step, so P goes from the S accumulator to the PV product without touching shared memory,
+// and packing it early halves the registers it holds during that product.
+template <typename T, int kMT, int kN>
+struct PFrag {
+  uint32_t a[kMT][kN / 16][4];
+};
+template <typename T, int kMT, int kN>
+CFA_DEVICE void pack_p(PFrag<T, kMT, kN>& pf, const Acc<kMT, kN>& p) {
+#pragma unroll
+  for (int t = 0; t < kMT; ++t)
+#pragma unroll
+    for (int kk = 0; kk < kN / 16; ++kk)
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const float* c = &p.x[t * kN / 2 + kk * 8 + j * 2];
+        pf.a[t][kk][j] = pack2<T>(c[0], c[1]);
+      }
+}
+
+// o += P V for the kN keys of sV (row-major [key][d]).
 template <typename T, int kMT, int kN, int kD>
-CFA_DEVICE void gemm_pv(Acc<kMT, kD>& o, const Acc<kMT, kN>& p, const T* sV, int stride, int lane) {
+CFA_DEVICE void gemm_pv(Acc<kMT, kD>& o, const PFrag<T, kMT, kN>& pf, const T* sV, int stride, int lane) {
   const T* base = sV + (((lane / 8) % 2) * 8 + lane % 8) * stride + (lane / 16) * 8;
 #pragma unroll
   for (int kk = 0; kk < kN / 16; ++kk) {
-    uint32_t a[kMT][4];
-#pragma unroll
-    for (int t = 0; t < kMT; ++t) {
-      const float* p0 = &p.x[t * kN / 2 + (2 * kk) * 4];
-      const float* p1 = p0 + 4;
-      a[t][0] = pack2<T>(p0[0], p0[1]);
-      a[t][1] = pack2<T>(p0[2], p0[3]);
-      a[t][2] = pack2<T>(p1[0], p1[1]);
-      a[t][3] = pack2<T>(p1[2], p1[3]);
-    }
 #pragma unroll
     for (int dt = 0; dt < kD / 16; ++dt) {
       uint32_t b[4];
       ldmatrix_x4_trans(b, base + kk * 16 * stride + dt * 16);
 #pragma unroll
       for (int t = 0; t < kMT; ++t) {
-        mma_16816<T>(&o.x[t * kD / 2 + (2 * dt) * 4], a[t], b[0], b[1]);
-        mma_16816<T>(&o.x[t * kD / 2 + (2 * dt + 1) * 4], a[t], b[2], b[3]);
+        mma_16816<T>(&o.x[t * kD / 2 + (2 * dt) * 4], pf.a[t][kk], b[0], b[1]);
+        mma_16816<T>(&o.x[t * kD / 2 + (2 * dt + 1) * 4], pf.a[t][kk], b[2], b[3]);
       }
     }
   }
