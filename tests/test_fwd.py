@@ -23,7 +23,7 @@ EDGE_LENGTHS = (1, 2, 63, 64, 65, 127, 128, 129, 191, 257)
 @st.composite
 def problems(draw, device):
     gpu = device != "cpu"
-    max_len = 400 if gpu else 150
+    max_len = 400 if gpu else 260
     length = st.one_of(st.sampled_from([n for n in EDGE_LENGTHS if n <= max_len]),
                        st.integers(1, max_len))
     num_kv_heads = draw(st.integers(1, 4 if gpu else 3))
