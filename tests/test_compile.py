@@ -63,7 +63,9 @@ def test_compiled_module_matches_eager_without_graph_breaks(device, dynamic):
     with torch.no_grad():
         for seqlen in lengths:
             x = torch.randn(2, seqlen, 64, device=device, dtype=dtype)
-            torch.testing.assert_close(compiled(x), model(x))
+            # Inductor may fuse the projection differently: a rounding step apart in bf16.
+            tol = {} if dtype == torch.float32 else {"atol": 2e-2, "rtol": 2e-2}
+            torch.testing.assert_close(compiled(x), model(x), **tol)
     if dynamic:
         # One graph, with a symbolic sequence length, serves every length.
         assert torch._dynamo.utils.counters["stats"]["unique_graphs"] == 1
