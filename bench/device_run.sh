@@ -17,11 +17,13 @@ stage() { echo "=== $1 ($(date +%T))"; }
 
 stage build
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader | tee "$OUT/gpu.txt"
-CHIPLET_FA_CUDA_ARCHS=${CHIPLET_FA_CUDA_ARCHS:-90} MAX_JOBS=${MAX_JOBS:-16} \
+CHIPLET_FA_CUDA_ARCHS=${CHIPLET_FA_CUDA_ARCHS:-90a} MAX_JOBS=${MAX_JOBS:-16} \
   python3 setup.py build_ext --inplace > "$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }
 grep -E "ptxas info.*(registers|spill)|Function properties for .*fwd_kernel" "$OUT/build.log" \
   | sed 's/ptxas info    : //' > "$OUT/ptxas.txt"
 tail -3 "$OUT/build.log"
+so=$(ls chiplet_fa/_C*.so)
+echo "SASS: $(cuobjdump -sass "$so" | grep -oE 'HGMMA|HMMA|LDSM' | sort | uniq -c | tr '\n' ' ')"
 
 for s in "$@"; do
   stage "$s"

@@ -13,21 +13,18 @@ namespace chiplet_fa {
 template <DType kDType, int kHeadDim, bool kCausal>
 struct FwdConfig {
   using T = typename arch::Element<kDType>::type;
-  static constexpr int kDim = kHeadDim;
+  static constexpr int kDim = arch::padded_head_dim(kHeadDim);
   static constexpr int kBlockM = 128;
-  // Two 16-row m-tiles per warp let each K/V fragment read from shared memory feed twice the
-  // MMAs (one m-tile leaves the kernel bound by ldmatrix bandwidth); above D=128 the output
-  // accumulator no longer fits twice in registers, so those run one m-tile per warp.
-  static constexpr int kMTiles = kHeadDim <= 128 ? 2 : 1;
+  static constexpr int kMTiles = arch::m_tiles_per_warp(kDim);
   static constexpr int kRowsPerWarp = 16 * kMTiles;
-  // 64 keys per step at D=96/128 would need more than 255 registers with two m-tiles.
-  static constexpr int kBlockN = kMTiles == 2 && kHeadDim > 64 ? 32 : 64;
+  static constexpr int kBlockN = arch::block_n(kDim);
   static constexpr int kWarps = kBlockM / kRowsPerWarp;
   static constexpr int kThreads = kWarps * arch::kWarpSize;
-  static constexpr int kStride = kHeadDim + arch::kSmemPad;
+  using QTile = arch::SmemTile<kBlockM, kDim>;
+  using KVTile = arch::SmemTile<kBlockN, kDim>;
   // Q stays in shared memory (fragments are re-read per K block) next to one K and one V block.
-  static constexpr int kSmemBytes = (kBlockM + 2 * kBlockN) * kStride * int(sizeof(T));
-  static_assert(kHeadDim % 16 == 0 && kHeadDim <= 256, "head dim must be a multiple of 16, at most 256");
+  static constexpr int kSmemBytes = (QTile::kElems + 2 * KVTile::kElems) * int(sizeof(T));
+  static_assert(kDim % 16 == 0 && kDim <= 256, "head dim must be a multiple of 16, at most 256");
 };
 
 // Copies rows [row0, row0 + kRows) of a (rows, head_dim) slab into shared memory in 16-byte
@@ -35,11 +32,12 @@ struct FwdConfig {
 template <typename Cfg, int kRows>
 CFA_DEVICE void load_tile(typename Cfg::T* smem, const typename Cfg::T* g, int64_t row_stride,
                           int row0, int n_rows, int head_dim) {
+  using Tile = arch::SmemTile<kRows, Cfg::kDim>;
   constexpr int kChunks = Cfg::kDim / 8;
   for (int c = threadIdx.x; c < kRows * kChunks; c += Cfg::kThreads) {
     const int r = c / kChunks, col = (c % kChunks) * 8;
     const bool valid = row0 + r < n_rows && col < head_dim;
-    arch::copy_16B_async(smem + r * Cfg::kStride + col, valid ? g + (row0 + r) * row_stride + col : g, valid);
+    arch::copy_16B_async(smem + Tile::offset(r, col), valid ? g + (row0 + r) * row_stride + col : g, valid);
   }
 }
 
@@ -47,9 +45,9 @@ template <DType kDType, int kHeadDim, bool kCausal>
 struct FwdKernel : FwdConfig<kDType, kHeadDim, kCausal> {
   using Cfg = FwdConfig<kDType, kHeadDim, kCausal>;
   using T = typename Cfg::T;
-  static constexpr int kBlockM = Cfg::kBlockM, kBlockN = Cfg::kBlockN, kStride = Cfg::kStride;
+  static constexpr int kBlockM = Cfg::kBlockM, kBlockN = Cfg::kBlockN, kDim = Cfg::kDim;
   using SAcc = arch::Acc<Cfg::kMTiles, kBlockN>;
-  using OAcc = arch::Acc<Cfg::kMTiles, kHeadDim>;
+  using OAcc = arch::Acc<Cfg::kMTiles, kDim>;
   static constexpr int kSlots = SAcc::kSlots;
 
   static CFA_DEVICE void run(const FwdParams& p, T* smem) {
@@ -69,12 +67,11 @@ struct FwdKernel : FwdConfig<kDType, kHeadDim, kCausal> {
     const int n_blocks = n_end > 0 ? (n_end + kBlockN - 1) / kBlockN : 0;
 
     T* sQ = smem;
-    T* sK = sQ + kBlockM * kStride;
-    T* sV = sK + kBlockN * kStride;
+    T* sK = sQ + Cfg::QTile::kElems;
+    T* sV = sK + Cfg::KVTile::kElems;
     load_tile<Cfg, kBlockM>(sQ, q, p.q_row_stride, m0, p.seqlen_q, p.head_dim);
     if (n_blocks > 0) load_tile<Cfg, kBlockN>(sK, k, p.k_row_stride, 0, p.seqlen_k, p.head_dim);
     arch::copy_commit();
-    const T* sQ_warp = sQ + warp * Cfg::kRowsPerWarp * kStride;
 
     OAcc o;
 #pragma unroll
@@ -93,7 +90,7 @@ struct FwdKernel : FwdConfig<kDType, kHeadDim, kCausal> {
       arch::copy_commit();
 
       SAcc s;
-      arch::gemm_qk<T, Cfg::kMTiles, kBlockN, kHeadDim>(s, sQ_warp, sK, kStride, lane);
+      arch::gemm_qk<T, Cfg::kMTiles, kBlockN, kDim, kBlockM>(s, sQ, sK, warp, lane);
       const bool need_mask = n0 + kBlockN > p.seqlen_k ||
                              (kCausal && n0 + kBlockN - 1 > warp_row0 + p.causal_offset());
 #pragma unroll
@@ -157,7 +154,7 @@ struct FwdKernel : FwdConfig<kDType, kHeadDim, kCausal> {
       for (int r = 0; r < kSlots; ++r) row_sum[r] += block_sum[r];
       arch::PFrag<T, Cfg::kMTiles, kBlockN> pf;
       arch::pack_p(pf, s);
-      arch::gemm_pv<T, Cfg::kMTiles, kBlockN, kHeadDim>(o, pf, sV, kStride, lane);
+      arch::gemm_pv<T, Cfg::kMTiles, kBlockN, kDim>(o, pf, sV, warp, lane);
     }
 
     arch::copy_wait<0>();  // a tile with no visible key never waited for its Q copy
@@ -177,15 +174,15 @@ struct FwdKernel : FwdConfig<kDType, kHeadDim, kCausal> {
 #pragma unroll
     for (int i = 0; i < OAcc::kSize; ++i) {
       const int row = warp * Cfg::kRowsPerWarp + OAcc::row(i, lane);
-      sO[row * kStride + OAcc::col(i, lane)] = T(o.x[i] * inv_sum[OAcc::slot(i)]);
+      sO[Cfg::QTile::offset(row, OAcc::col(i, lane))] = T(o.x[i] * inv_sum[OAcc::slot(i)]);
     }
     arch::block_sync();
-    constexpr int kChunks = kHeadDim / 8;
+    constexpr int kChunks = kDim / 8;
     for (int c = threadIdx.x; c < kBlockM * kChunks; c += Cfg::kThreads) {
       const int r = c / kChunks, col = (c % kChunks) * 8;
       if (m0 + r < p.seqlen_q && col < p.head_dim)
         *reinterpret_cast<uint4*>(out + (m0 + r) * p.o_row_stride + col) =
-            *reinterpret_cast<const uint4*>(sO + r * kStride + col);
+            *reinterpret_cast<const uint4*>(sO + Cfg::QTile::offset(r, col));
     }
   }
 };
@@ -194,7 +191,7 @@ template <DType kDType, int kHeadDim, bool kCausal>
 CFA_GLOBAL void __launch_bounds__(FwdConfig<kDType, kHeadDim, kCausal>::kThreads)
     fwd_kernel(const FwdParams p) {
   using K = FwdKernel<kDType, kHeadDim, kCausal>;
-  extern __shared__ __align__(16) unsigned char smem_raw[];
+  extern __shared__ __align__(1024) unsigned char smem_raw[];  // wgmma swizzle atoms
   K::run(p, reinterpret_cast<typename K::T*>(smem_raw));
 }
 

@@ -1,18 +1,25 @@
-// One interface over the matrix units, chosen at compile time. Each backend defines, in
-// namespace chiplet_fa::arch:
-//   kWarpSize, kRowsPerWarp (query rows one warp/wave owns), kRowSlots (distinct rows a lane
-//   holds), kSmemPad (elements appended to each shared-memory row), Element<DType>::type;
-//   Acc<kN> (16 x kN fp32 accumulator) with acc_slot/acc_row/acc_col giving each element's
-//   row slot, row and column; slot_row, owns_row_stats (which lane writes a row's statistics);
-//   row_allreduce_max/sum over the lanes that share a row;
+// One interface over the matrix units, chosen at compile time (for host and device passes
+// alike, so launch geometry agrees): CDNA3 MFMA for HIP, wgmma when the build targets sm_90a
+// only (CMake defines CFA_WGMMA), otherwise mma.sync for sm_80+.
+// Each backend defines, in namespace chiplet_fa::arch:
+//   kWarpSize; Element<DType>::type;
+//   padded_head_dim(d) (head dim the tiles and MMAs use), m_tiles_per_warp(d) (16-row m-tiles
+//   a warp owns), block_n(d) (keys per step);
+//   SmemTile<kRows, kD> (kElems, offset(row, col): the shared-memory layout of a tile);
+//   Acc<kMT, kN> (fp32 accumulator: kSize, kSlots, slot(i), row(i, lane), col(i, lane));
+//   slot_row, owns_row_stats (which lane writes a row's statistics);
+//   row_allreduce_max/sum over the lanes sharing a row; warp_any;
 //   copy_16B_async/copy_commit/copy_wait<N> (global -> shared, zero-fill when !valid);
-//   QFrag<T, kD> + load_q, gemm_qk (S = Q K^T), gemm_pv (O += P V), block_sync.
+//   gemm_qk(S, sQ, sK, warp, lane) (S = Q K^T for the warp's rows), PFrag + pack_p,
+//   gemm_pv(O, P, sV, warp, lane) (O += P V); block_sync.
 // The online softmax, masking and tiling in fwd_kernel.h use nothing else.
 #pragma once
 #include "../platform.h"
 
 #if defined(CFA_HIP)
 #include "cdna3.h"
+#elif defined(CFA_CUDA) && defined(CFA_WGMMA)
+#include "sm90.h"
 #elif defined(CFA_CUDA)
 #include "sm80.h"
 #endif

@@ -1,58 +1,24 @@
-// NVIDIA sm_80+ (Ampere, Hopper) matrix and warp primitives behind the interface the forward
-// kernel is written against (see arch/arch.h). A warp owns kMT m-tiles of 16 query rows.
-// Accumulators follow the mma.m16n8k16 C layout: in each m-tile a thread holds rows lane/4
-// and lane/4 + 8, so it has 2*kMT "row slots", and each row is spread over one quad of lanes.
+// NVIDIA sm_80+ path: warp-level mma.sync m16n8k16 with ldmatrix operands from padded
+// row-major shared memory. A warp owns kMT m-tiles of 16 query rows.
 #pragma once
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-
-#include <cstdint>
-
-#include "../fwd_params.h"
-#include "../platform.h"
+#include "nvidia_common.h"
 
 namespace chiplet_fa::arch {
 
-constexpr int kWarpSize = 32;
-constexpr int kSmemPad = 8;  // 16-byte skew per shared-memory row: ldmatrix's 8 rows hit 8 bank groups
+// Two m-tiles per warp let each K/V fragment read from shared memory feed twice the MMAs (one
+// m-tile leaves the kernel bound by ldmatrix bandwidth); above D=128 the output accumulator no
+// longer fits twice in registers. 64 keys per step at D=96/128 would need > 255 registers.
+constexpr int padded_head_dim(int d) { return d; }
+constexpr int m_tiles_per_warp(int d) { return d <= 128 ? 2 : 1; }
+constexpr int block_n(int d) { return m_tiles_per_warp(d) == 2 && d > 64 ? 32 : 64; }
 
-template <DType> struct Element;
-template <> struct Element<DType::kFloat16> { using type = __half; };
-template <> struct Element<DType::kBFloat16> { using type = __nv_bfloat16; };
-
-// (16*kMT) x kN fp32 accumulator. m-tile t, n8 tile j holds (r, 2c), (r, 2c+1), (r+8, 2c),
-// (r+8, 2c+1) at x[t*kN/2 + 4j ..], with r = lane/4, c = lane%4.
-template <int kMT, int kN>
-struct Acc {
-  static constexpr int kSize = kMT * kN / 2;
-  static constexpr int kSlots = 2 * kMT;
-  float x[kSize];
-  static CFA_DEVICE constexpr int slot(int i) { return (i / (kN / 2)) * 2 + ((i >> 1) & 1); }
-  static CFA_DEVICE int row(int i, int lane) { return 8 * slot(i) + (lane >> 2); }
-  static CFA_DEVICE int col(int i, int lane) { return ((i % (kN / 2)) >> 2) * 8 + (lane & 3) * 2 + (i & 1); }
+// Row-major tile, rows skewed by 16 bytes so ldmatrix's 8 row addresses hit 8 bank groups.
+template <int kRows, int kD>
+struct SmemTile {
+  static constexpr int kStride = kD + 8;
+  static constexpr int kElems = kRows * kStride;
+  static CFA_DEVICE int offset(int row, int col) { return row * kStride + col; }
 };
-CFA_DEVICE int slot_row(int slot, int lane) { return 8 * slot + (lane >> 2); }
-CFA_DEVICE bool owns_row_stats(int lane) { return (lane & 3) == 0; }
-
-CFA_DEVICE float row_allreduce_max(float v) {
-  v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
-  return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
-}
-CFA_DEVICE bool warp_any(bool pred) { return __any_sync(0xffffffffu, pred); }
-CFA_DEVICE float row_allreduce_sum(float v) {
-  v += __shfl_xor_sync(0xffffffffu, v, 1);
-  return v + __shfl_xor_sync(0xffffffffu, v, 2);
-}
-
-// --- global -> shared copies (cp.async, 16 bytes, zero-filled when !valid) ---
-CFA_DEVICE void copy_16B_async(void* smem, const void* gmem, bool valid) {
-  const uint32_t s = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem),
-               "r"(valid ? 16 : 0));
-}
-CFA_DEVICE void copy_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int kPending>
-CFA_DEVICE void copy_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending)); }
 
 // --- matrix primitives ---
 CFA_DEVICE void ldmatrix_x4(uint32_t (&r)[4], const void* smem) {
@@ -85,25 +51,13 @@ CFA_DEVICE void mma_16816<__nv_bfloat16>(float* c, const uint32_t (&a)[4], uint3
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-template <typename T>
-CFA_DEVICE uint32_t pack2(float lo, float hi);
-template <>
-CFA_DEVICE uint32_t pack2<__half>(float lo, float hi) {
-  __half2 h = __floats2half2_rn(lo, hi);
-  return *reinterpret_cast<uint32_t*>(&h);
-}
-template <>
-CFA_DEVICE uint32_t pack2<__nv_bfloat16>(float lo, float hi) {
-  __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<uint32_t*>(&h);
-}
-
-// s = Q K^T for the warp's 16*kMT rows of sQ and the kN keys of sK (both row-major [row][d]).
-template <typename T, int kMT, int kN, int kD>
-CFA_DEVICE void gemm_qk(Acc<kMT, kN>& s, const T* sQ, const T* sK, int stride, int lane) {
+// s = Q K^T for warp `warp`'s 16*kMT rows of the Q tile and the kN keys of the K tile.
+template <typename T, int kMT, int kN, int kD, int kQRows>
+CFA_DEVICE void gemm_qk(Acc<kMT, kN>& s, const T* sQ, const T* sK, int warp, int lane) {
+  constexpr int stride = SmemTile<1, kD>::kStride;
 #pragma unroll
   for (int i = 0; i < Acc<kMT, kN>::kSize; ++i) s.x[i] = 0.f;
-  const T* q_base = sQ + (lane % 16) * stride + (lane / 16) * 8;
+  const T* q_base = sQ + (warp * 16 * kMT + lane % 16) * stride + (lane / 16) * 8;
   const T* k_base = sK + ((lane / 16) * 8 + lane % 8) * stride + ((lane / 8) % 2) * 8;
 #pragma unroll 2
   for (int kk = 0; kk < kD / 16; ++kk) {
@@ -123,29 +77,11 @@ CFA_DEVICE void gemm_qk(Acc<kMT, kN>& s, const T* sQ, const T* sK, int stride, i
   }
 }
 
-// P rounded to T as mma A fragments. The C layout of two n8 tiles is the A layout of one k16
-// step, so P goes from the S accumulator to the PV product without touching shared memory,
-// and packing it early halves the registers it holds during that product.
-template <typename T, int kMT, int kN>
-struct PFrag {
-  uint32_t a[kMT][kN / 16][4];
-};
-template <typename T, int kMT, int kN>
-CFA_DEVICE void pack_p(PFrag<T, kMT, kN>& pf, const Acc<kMT, kN>& p) {
-#pragma unroll
-  for (int t = 0; t < kMT; ++t)
-#pragma unroll
-    for (int kk = 0; kk < kN / 16; ++kk)
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const float* c = &p.x[t * kN / 2 + kk * 8 + j * 2];
-        pf.a[t][kk][j] = pack2<T>(c[0], c[1]);
-      }
-}
-
 // o += P V for the kN keys of sV (row-major [key][d]).
 template <typename T, int kMT, int kN, int kD>
-CFA_DEVICE void gemm_pv(Acc<kMT, kD>& o, const PFrag<T, kMT, kN>& pf, const T* sV, int stride, int lane) {
+CFA_DEVICE void gemm_pv(Acc<kMT, kD>& o, const PFrag<T, kMT, kN>& pf, const T* sV, int warp, int lane) {
+  (void)warp;  // every warp multiplies by the whole V tile
+  constexpr int stride = SmemTile<1, kD>::kStride;
   const T* base = sV + (((lane / 8) % 2) * 8 + lane % 8) * stride + (lane / 16) * 8;
 #pragma unroll
   for (int kk = 0; kk < kN / 16; ++kk) {
@@ -161,7 +97,5 @@ CFA_DEVICE void gemm_pv(Acc<kMT, kD>& o, const PFrag<T, kMT, kN>& pf, const T* s
     }
   }
 }
-
-CFA_DEVICE void block_sync() { __syncthreads(); }
 
 }  // namespace chiplet_fa::arch

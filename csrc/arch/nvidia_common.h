@@ -1,0 +1,98 @@
+// Pieces shared by the NVIDIA paths (sm80.h: mma.sync, sm90.h: wgmma): element types, the
+// accumulator layout, row reductions, cp.async copies and P packing. Both paths give a warp
+// 16-row m-tiles whose accumulators follow the m16n8 C layout (the wgmma m64nN accumulator is
+// that layout per warp): in each m-tile a thread holds rows lane/4 and lane/4 + 8 ("row
+// slots"), and each row is spread over one quad of lanes.
+#pragma once
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+#include "../fwd_params.h"
+#include "../platform.h"
+
+namespace chiplet_fa::arch {
+
+constexpr int kWarpSize = 32;
+
+template <DType> struct Element;
+template <> struct Element<DType::kFloat16> { using type = __half; };
+template <> struct Element<DType::kBFloat16> { using type = __nv_bfloat16; };
+
+// (16*kMT) x kN fp32 accumulator. m-tile t, n8 tile j holds (r, 2c), (r, 2c+1), (r+8, 2c),
+// (r+8, 2c+1) at x[t*kN/2 + 4j ..], with r = lane/4, c = lane%4.
+template <int kMT, int kN>
+struct Acc {
+  static constexpr int kSize = kMT * kN / 2;
+  static constexpr int kSlots = 2 * kMT;
+  float x[kSize];
+  static CFA_DEVICE constexpr int slot(int i) { return (i / (kN / 2)) * 2 + ((i >> 1) & 1); }
+  static CFA_DEVICE int row(int i, int lane) { return 8 * slot(i) + (lane >> 2); }
+  static CFA_DEVICE int col(int i, int lane) { return ((i % (kN / 2)) >> 2) * 8 + (lane & 3) * 2 + (i & 1); }
+};
+CFA_DEVICE int slot_row(int slot, int lane) { return 8 * slot + (lane >> 2); }
+CFA_DEVICE bool owns_row_stats(int lane) { return (lane & 3) == 0; }
+
+CFA_DEVICE float row_allreduce_max(float v) {
+  v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
+  return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
+}
+CFA_DEVICE bool warp_any(bool pred) { return __any_sync(0xffffffffu, pred); }
+CFA_DEVICE float row_allreduce_sum(float v) {
+  v += __shfl_xor_sync(0xffffffffu, v, 1);
+  return v + __shfl_xor_sync(0xffffffffu, v, 2);
+}
+
+// --- global -> shared copies (cp.async, 16 bytes, zero-filled when !valid) ---
+CFA_DEVICE void copy_16B_async(void* smem, const void* gmem, bool valid) {
+  const uint32_t s = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem),
+               "r"(valid ? 16 : 0));
+}
+CFA_DEVICE void copy_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int kPending>
+CFA_DEVICE void copy_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
+#if defined(CFA_WGMMA)
+  // The tensor cores read shared memory through the async proxy; order the copies before it.
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#endif
+}
+
+template <typename T>
+CFA_DEVICE uint32_t pack2(float lo, float hi);
+template <>
+CFA_DEVICE uint32_t pack2<__half>(float lo, float hi) {
+  __half2 h = __floats2half2_rn(lo, hi);
+  return *reinterpret_cast<uint32_t*>(&h);
+}
+template <>
+CFA_DEVICE uint32_t pack2<__nv_bfloat16>(float lo, float hi) {
+  __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<uint32_t*>(&h);
+}
+
+// P rounded to T as mma A fragments. The C layout of two n8 tiles is the A layout of one k16
+// step, so P goes from the S accumulator to the PV product without touching shared memory,
+// and packing it early halves the registers it holds during that product.
+template <typename T, int kMT, int kN>
+struct PFrag {
+  uint32_t a[kMT][kN / 16][4];
+};
+template <typename T, int kMT, int kN>
+CFA_DEVICE void pack_p(PFrag<T, kMT, kN>& pf, const Acc<kMT, kN>& p) {
+#pragma unroll
+  for (int t = 0; t < kMT; ++t)
+#pragma unroll
+    for (int kk = 0; kk < kN / 16; ++kk)
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const float* c = &p.x[t * kN / 2 + kk * 8 + j * 2];
+        pf.a[t][kk][j] = pack2<T>(c[0], c[1]);
+      }
+}
+
+CFA_DEVICE void block_sync() { __syncthreads(); }
+
+}  // namespace chiplet_fa::arch

@@ -1,0 +1,78 @@
+// NVIDIA sm_90a path: warpgroup MMA (wgmma). A warpgroup (4 warps) multiplies 64 query rows
+// per instruction with K and V read by the tensor cores straight from shared memory, so the
+// ldmatrix traffic that bounds the mma.sync path disappears. Each warp still owns one 16-row
+// m-tile and sees the m16n8 accumulator layout, so the kernel's softmax code is unchanged.
+// Shared-memory tiles are stored as 64-column panels ([row][64] with the 128-byte swizzle,
+// 16-byte chunk index XOR row % 8), the canonical layout wgmma reads K-major (Q, K) and,
+// with the transpose bit, N-major (V).
+#pragma once
+#include "nvidia_common.h"
+#include "wgmma_ops.h"
+
+namespace chiplet_fa::arch {
+
+// Panels are 64 columns wide: head dims below a multiple of 64 run zero-padded.
+constexpr int padded_head_dim(int d) { return (d + 63) / 64 * 64; }
+constexpr int m_tiles_per_warp(int) { return 1; }
+// S (64 x kN per warpgroup) and O (64 x D) share the register file: 128 keys up to D=128.
+constexpr int block_n(int d) { return d <= 128 ? 128 : 64; }
+
+template <int kRows, int kD>
+struct SmemTile {
+  static_assert(kD % 64 == 0 && kRows % 8 == 0, "whole 64-column panels of 8-row swizzle atoms");
+  static constexpr int kElems = kRows * kD;
+  static constexpr int kPanel = kRows * 64;  // elements per panel (kRows * 128 bytes)
+  static CFA_DEVICE int offset(int row, int col) {
+    return (col / 64) * kPanel + row * 64 + ((((col % 64) / 8) ^ (row % 8)) * 8) + col % 8;
+  }
+};
+
+// Shared-memory matrix descriptor: start address, leading and stride byte offsets (all >> 4)
+// and the 128-byte swizzle mode. Swizzle atoms (8 rows x 128 bytes) must be 1024-byte aligned.
+CFA_DEVICE uint64_t smem_desc(const void* smem, uint32_t leading_bytes, uint32_t stride_bytes) {
+  const uint32_t addr = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  return uint64_t((addr & 0x3FFFF) >> 4) | (uint64_t((leading_bytes >> 4) & 0x3FFF) << 16) |
+         (uint64_t((stride_bytes >> 4) & 0x3FFF) << 32) | (uint64_t(1) << 62);
+}
+
+CFA_DEVICE void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+CFA_DEVICE void wgmma_commit_and_wait() {
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+  asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+}
+
+// s = Q K^T for the warpgroup of `warp` (64 rows of the kQRows-row Q tile) and kN keys.
+template <typename T, int kMT, int kN, int kD, int kQRows>
+CFA_DEVICE void gemm_qk(Acc<kMT, kN>& s, const T* sQ, const T* sK, int warp, int lane) {
+  static_assert(kMT == 1, "a warp owns one 16-row slice of its warpgroup's 64 rows");
+  (void)lane;
+  const T* q = sQ + (warp / 4) * 64 * 64;  // row 64 * (warp / 4) of panel 0
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < kD / 16; ++kk) {
+    // Within a panel a 16-column step is a 32-byte move of the start address; the hardware
+    // applies the swizzle to the final address bits.
+    const int panel = kk / 4, step = (kk % 4) * 16;
+    const uint64_t a = smem_desc(q + panel * SmemTile<kQRows, kD>::kPanel + step, 16, 1024);
+    const uint64_t b = smem_desc(sK + panel * SmemTile<kN, kD>::kPanel + step, 16, 1024);
+    Wgmma<T, kN>::ss(s.x, a, b, kk > 0);
+  }
+  wgmma_commit_and_wait();
+}
+
+// o += P V: P from registers (the m16 A layout per warp), V read N-major: 8-key groups are
+// 1024 bytes apart, 64-column panels kN * 128 bytes apart.
+template <typename T, int kMT, int kN, int kD>
+CFA_DEVICE void gemm_pv(Acc<kMT, kD>& o, const PFrag<T, kMT, kN>& pf, const T* sV, int warp, int lane) {
+  (void)warp;
+  (void)lane;
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < kN / 16; ++kk) {
+    const uint64_t b = smem_desc(sV + kk * 16 * 64, SmemTile<kN, kD>::kPanel * int(sizeof(T)), 1024);
+    Wgmma<T, kD>::rs(o.x, pf.a[0][kk], b, 1);
+  }
+  wgmma_commit_and_wait();
+}
+
+}  // namespace chiplet_fa::arch
