@@ -22,9 +22,8 @@ struct FwdConfig {
   static constexpr int kThreads = kWarps * arch::kWarpSize;
   using QTile = arch::SmemTile<kBlockM, kDim>;
   using KVTile = arch::SmemTile<kBlockN, kDim>;
-  // Q stays in shared memory (fragments are re-read per K block) next to two K and two V
-  // buffers (the copies of the next blocks land while the current one is used).
-  static constexpr int kSmemBytes = (QTile::kElems + 4 * KVTile::kElems) * int(sizeof(T));
+  // Q stays in shared memory (fragments are re-read per K block) next to one K and one V block.
+  static constexpr int kSmemBytes = (QTile::kElems + 2 * KVTile::kElems) * int(sizeof(T));
   static_assert(kDim % 16 == 0 && kDim <= 256, "head dim must be a multiple of 16, at most 256");
 };
 
@@ -67,18 +66,11 @@ struct FwdKernel : FwdConfig<kDType, kHeadDim, kCausal> {
     if (kCausal) n_end = min(n_end, m0 + kBlockM + p.causal_offset());
     const int n_blocks = n_end > 0 ? (n_end + kBlockN - 1) / kBlockN : 0;
 
-    // Shared memory: Q, then two K and two V buffers; block j uses buffer j % 2.
     T* sQ = smem;
-    T* sK0 = sQ + Cfg::QTile::kElems;
-    T* sV0 = sK0 + 2 * Cfg::KVTile::kElems;
-    auto sK = [&](int j) { return sK0 + (j & 1) * Cfg::KVTile::kElems; };
-    auto sV = [&](int j) { return sV0 + (j & 1) * Cfg::KVTile::kElems; };
-    auto load_k = [&](int j) { load_tile<Cfg, kBlockN>(sK(j), k, p.k_row_stride, j * kBlockN, p.seqlen_k, p.head_dim); };
-    auto load_v = [&](int j) { load_tile<Cfg, kBlockN>(sV(j), v, p.v_row_stride, j * kBlockN, p.seqlen_k, p.head_dim); };
-
+    T* sK = sQ + Cfg::QTile::kElems;
+    T* sV = sK + Cfg::KVTile::kElems;
     load_tile<Cfg, kBlockM>(sQ, q, p.q_row_stride, m0, p.seqlen_q, p.head_dim);
-    if (n_blocks > 0) { load_k(0); load_v(0); }
-    if (n_blocks > 1) load_k(1);
+    if (n_blocks > 0) load_tile<Cfg, kBlockN>(sK, k, p.k_row_stride, 0, p.seqlen_k, p.head_dim);
     arch::copy_commit();
 
     OAcc o;
@@ -90,26 +82,15 @@ struct FwdKernel : FwdConfig<kDType, kHeadDim, kCausal> {
     const float scale_log2 = float(p.softmax_scale) * float(M_LOG2E);
     const int warp_row0 = m0 + warp * Cfg::kRowsPerWarp;
 
-    SAcc s;
-    if (n_blocks > 0) {
-      arch::copy_wait<0>();
-      arch::block_sync();
-      arch::gemm_qk<T, Cfg::kMTiles, kBlockN, kDim, kBlockM>(s, sQ, sK(0), warp, lane);
-      arch::mma_wait(s);
-    }
-    // Software pipeline: while block nb's softmax runs, the matrix units already compute
-    // S for block nb + 1 (asynchronously where the arch allows), and the copies of K for
-    // nb + 2 and V for nb + 1 are in flight. One barrier per step.
     for (int nb = 0; nb < n_blocks; ++nb) {
       const int n0 = nb * kBlockN;
-      arch::copy_wait<0>();  // K nb+1, V nb
-      arch::block_sync();    // ...visible to all; the buffers of K nb and V nb-1 are free
-      if (nb + 2 < n_blocks) load_k(nb + 2);
-      if (nb + 1 < n_blocks) load_v(nb + 1);
+      arch::copy_wait<0>();  // K block nb (and Q on the first pass)
+      arch::block_sync();    // ...visible to all; every warp is done reading the previous V
+      load_tile<Cfg, kBlockN>(sV, v, p.v_row_stride, n0, p.seqlen_k, p.head_dim);
       arch::copy_commit();
-      SAcc s_next;
-      if (nb + 1 < n_blocks) arch::gemm_qk<T, Cfg::kMTiles, kBlockN, kDim, kBlockM>(s_next, sQ, sK(nb + 1), warp, lane);
 
+      SAcc s;
+      arch::gemm_qk<T, Cfg::kMTiles, kBlockN, kDim, kBlockM>(s, sQ, sK, warp, lane);
       const bool need_mask = n0 + kBlockN > p.seqlen_k ||
                              (kCausal && n0 + kBlockN - 1 > warp_row0 + p.causal_offset());
 #pragma unroll
@@ -120,6 +101,13 @@ struct FwdKernel : FwdConfig<kDType, kHeadDim, kCausal> {
           const int row = warp_row0 + SAcc::row(i, lane);
           if (col >= p.seqlen_k || (kCausal && col > row + p.causal_offset())) s.x[i] = -INFINITY;
         }
+      }
+
+      arch::copy_wait<0>();  // V block nb
+      arch::block_sync();    // ...visible to all; every warp is done reading K
+      if (nb + 1 < n_blocks) {
+        load_tile<Cfg, kBlockN>(sK, k, p.k_row_stride, n0 + kBlockN, p.seqlen_k, p.head_dim);
+        arch::copy_commit();
       }
 
       // Online softmax in base 2 against a reference max per row. The reference only moves
@@ -166,11 +154,7 @@ struct FwdKernel : FwdConfig<kDType, kHeadDim, kCausal> {
       for (int r = 0; r < kSlots; ++r) row_sum[r] += block_sum[r];
       arch::PFrag<T, Cfg::kMTiles, kBlockN> pf;
       arch::pack_p(pf, s);
-      arch::gemm_pv<T, Cfg::kMTiles, kBlockN, kDim>(o, pf, sV(nb), warp, lane);
-      if (nb + 1 < n_blocks) {
-        arch::mma_wait(s_next);
-        s = s_next;
-      }
+      arch::gemm_pv<T, Cfg::kMTiles, kBlockN, kDim>(o, pf, sV, warp, lane);
     }
 
     arch::copy_wait<0>();  // a tile with no visible key never waited for its Q copy

@@ -51,10 +51,6 @@ CFA_DEVICE void mma_16816<__nv_bfloat16>(float* c, const uint32_t (&a)[4], uint3
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-// mma.sync completes in program order: nothing to wait for.
-template <int kMT, int kN>
-CFA_DEVICE void mma_wait(Acc<kMT, kN>&) {}
-
 // s = Q K^T for warp `warp`'s 16*kMT rows of the Q tile and the kN keys of the K tile.
 template <typename T, int kMT, int kN, int kD, int kQRows>
 CFA_DEVICE void gemm_qk(Acc<kMT, kN>& s, const T* sQ, const T* sK, int warp, int lane) {

@@ -36,31 +36,17 @@ CFA_DEVICE uint64_t smem_desc(const void* smem, uint32_t leading_bytes, uint32_t
 }
 
 CFA_DEVICE void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
-CFA_DEVICE void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
-
-// The compiler does not know wgmma writes its accumulators asynchronously: pinning them
-// around issue and wait keeps it from reading or moving them while the MMA is in flight.
-template <int kMT, int kN>
-CFA_DEVICE void pin(Acc<kMT, kN>& acc) {
-#pragma unroll
-  for (int i = 0; i < Acc<kMT, kN>::kSize; ++i) asm volatile("" : "+f"(acc.x[i])::"memory");
-}
-
-// Waits for every MMA this warpgroup issued; acc (written by one of them) is valid after.
-template <int kMT, int kN>
-CFA_DEVICE void mma_wait(Acc<kMT, kN>& acc) {
+CFA_DEVICE void wgmma_commit_and_wait() {
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
   asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-  pin(acc);
 }
 
-// Issues s = Q K^T for the warpgroup of `warp` (64 rows of the kQRows-row Q tile) and kN
-// keys; s is valid after mma_wait(s).
+// s = Q K^T for the warpgroup of `warp` (64 rows of the kQRows-row Q tile) and kN keys.
 template <typename T, int kMT, int kN, int kD, int kQRows>
 CFA_DEVICE void gemm_qk(Acc<kMT, kN>& s, const T* sQ, const T* sK, int warp, int lane) {
   static_assert(kMT == 1, "a warp owns one 16-row slice of its warpgroup's 64 rows");
   (void)lane;
   const T* q = sQ + (warp / 4) * 64 * 64;  // row 64 * (warp / 4) of panel 0
-  pin(s);
   wgmma_fence();
 #pragma unroll
   for (int kk = 0; kk < kD / 16; ++kk) {
@@ -71,26 +57,22 @@ CFA_DEVICE void gemm_qk(Acc<kMT, kN>& s, const T* sQ, const T* sK, int warp, int
     const uint64_t b = smem_desc(sK + panel * SmemTile<kN, kD>::kPanel + step, 16, 1024);
     Wgmma<T, kN>::ss(s.x, a, b, kk > 0);
   }
-  wgmma_commit();
-  pin(s);
+  wgmma_commit_and_wait();
 }
 
 // o += P V: P from registers (the m16 A layout per warp), V read N-major: 8-key groups are
-// 1024 bytes apart, 64-column panels kN * 128 bytes apart. Returns with every MMA of the
-// warpgroup complete, including an earlier gemm_qk.
+// 1024 bytes apart, 64-column panels kN * 128 bytes apart.
 template <typename T, int kMT, int kN, int kD>
 CFA_DEVICE void gemm_pv(Acc<kMT, kD>& o, const PFrag<T, kMT, kN>& pf, const T* sV, int warp, int lane) {
   (void)warp;
   (void)lane;
-  pin(o);
   wgmma_fence();
 #pragma unroll
   for (int kk = 0; kk < kN / 16; ++kk) {
     const uint64_t b = smem_desc(sV + kk * 16 * 64, SmemTile<kN, kD>::kPanel * int(sizeof(T)), 1024);
     Wgmma<T, kD>::rs(o.x, pf.a[0][kk], b, 1);
   }
-  wgmma_commit();
-  mma_wait(o);
+  wgmma_commit_and_wait();
 }
 
 }  // namespace chiplet_fa::arch
