@@ -30,6 +30,18 @@ bool finish_without_kernel(const FwdParams& p, at::Tensor& out, at::Tensor& soft
   return true;
 }
 
+void point_at(FwdParams& p, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+              const at::Tensor& out) {
+  p.q = q.data_ptr();
+  p.k = k.data_ptr();
+  p.v = v.data_ptr();
+  p.out = out.data_ptr();
+  p.q_batch_stride = q.stride(0); p.q_row_stride = q.stride(1); p.q_head_stride = q.stride(2);
+  p.k_batch_stride = k.stride(0); p.k_row_stride = k.stride(1); p.k_head_stride = k.stride(2);
+  p.v_batch_stride = v.stride(0); p.v_row_stride = v.stride(1); p.v_head_stride = v.stride(2);
+  p.o_batch_stride = out.stride(0); p.o_row_stride = out.stride(1); p.o_head_stride = out.stride(2);
+}
+
 FwdParams prepare_fwd(const FwdArgs& a, int block_m, int detected_xcds, at::Tensor& out,
                       at::Tensor& softmax_lse) {
   const AttentionDims d = check_qkv("chiplet_fa.fwd", a.q, a.k, a.v);
@@ -44,15 +56,8 @@ FwdParams fwd_params(const FwdArgs& a, const at::Tensor& out, const at::Tensor& 
   const at::Tensor &q = a.q, &k = a.k, &v = a.v;
   const int num_xcds = a.num_xcds == -1 ? detected_xcds : int(a.num_xcds);
   FwdParams p{};
-  p.q = q.data_ptr();
-  p.k = k.data_ptr();
-  p.v = v.data_ptr();
-  p.out = out.data_ptr();
+  point_at(p, q, k, v, out);
   p.softmax_lse = softmax_lse.data_ptr<float>();
-  p.q_batch_stride = q.stride(0); p.q_row_stride = q.stride(1); p.q_head_stride = q.stride(2);
-  p.k_batch_stride = k.stride(0); p.k_row_stride = k.stride(1); p.k_head_stride = k.stride(2);
-  p.v_batch_stride = v.stride(0); p.v_row_stride = v.stride(1); p.v_head_stride = v.stride(2);
-  p.o_batch_stride = out.stride(0); p.o_row_stride = out.stride(1); p.o_head_stride = out.stride(2);
   p.batch = int32_t(q.size(0));
   p.seqlen_q = int32_t(q.size(1));
   p.seqlen_k = int32_t(k.size(1));
