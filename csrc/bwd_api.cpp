@@ -7,6 +7,17 @@
 
 namespace chiplet_fa {
 
+void point_grads_at(BwdParams& p, const at::Tensor& dout, const at::Tensor& dk,
+                    const at::Tensor& dv, const at::Tensor& dq_accum) {
+  p.dout = dout.data_ptr();
+  p.dk = dk.data_ptr();
+  p.dv = dv.data_ptr();
+  p.dq_accum = dq_accum.data_ptr();
+  p.do_batch_stride = dout.stride(0); p.do_row_stride = dout.stride(1); p.do_head_stride = dout.stride(2);
+  p.dk_batch_stride = dk.stride(0); p.dk_row_stride = dk.stride(1); p.dk_head_stride = dk.stride(2);
+  p.dv_batch_stride = dv.stride(0); p.dv_row_stride = dv.stride(1); p.dv_head_stride = dv.stride(2);
+}
+
 BwdParams prepare_bwd(const BwdArgs& a, int block_m, int block_n, int detected_xcds,
                       BwdTensors& t) {
   constexpr const char* op = "chiplet_fa.bwd";
@@ -36,14 +47,8 @@ BwdParams prepare_bwd(const BwdArgs& a, int block_m, int block_n, int detected_x
   static_cast<FwdParams&>(p) = fwd_params(
       FwdArgs{a.q, a.k, a.v, a.softmax_scale, a.causal, a.mapping, a.num_xcds}, a.out, lse,
       block_m, detected_xcds);
-  p.dout = a.dout.data_ptr();
-  p.dk = t.dk.data_ptr();
-  p.dv = t.dv.data_ptr();
-  p.dq_accum = t.dq_accum.data_ptr();
+  point_grads_at(p, a.dout, t.dk, t.dv, t.dq_accum);
   p.softmax_d = t.softmax_d.data_ptr();
-  p.do_batch_stride = a.dout.stride(0); p.do_row_stride = a.dout.stride(1); p.do_head_stride = a.dout.stride(2);
-  p.dk_batch_stride = t.dk.stride(0); p.dk_row_stride = t.dk.stride(1); p.dk_head_stride = t.dk.stride(2);
-  p.dv_batch_stride = t.dv.stride(0); p.dv_row_stride = t.dv.stride(1); p.dv_head_stride = t.dv.stride(2);
   p.block_n = block_n;
   p.deterministic = a.deterministic;
   return p;

@@ -22,7 +22,7 @@ struct BwdArgs {
 // Gradients and the accumulator-typed scratch the kernels write.
 struct BwdTensors {
   at::Tensor dk, dv;       // like k and v
-  at::Tensor dq_accum;     // zeros (B, N_q, H_q, D), float (double for fp64 inputs)
+  at::Tensor dq_accum;     // zeros (B, N_q, H_q, D) contiguous, float (double for fp64 inputs)
   at::Tensor softmax_d;    // (B, H_q, N_q), accumulator type
 };
 
@@ -31,5 +31,10 @@ struct BwdTensors {
 // block_m rows tall, on a device with `detected_xcds` L2 domains.
 BwdParams prepare_bwd(const BwdArgs& args, int block_m, int block_n, int detected_xcds,
                       BwdTensors& tensors);
+
+// Sets the gradient pointers and strides of p (backends that re-lay tensors out call it again;
+// dq_accum must be contiguous with p.head_dim columns).
+void point_grads_at(BwdParams& p, const at::Tensor& dout, const at::Tensor& dk,
+                    const at::Tensor& dv, const at::Tensor& dq_accum);
 
 }  // namespace chiplet_fa
