@@ -27,7 +27,8 @@ struct BwdConfig {
   using T = typename arch::Element<kDType>::type;
   static constexpr int kDim = kHeadDim;
   static constexpr int kBlockN = kGpuBwdBlockN;
-  static constexpr int kWarps = kBlockN / arch::kRowsPerWarp;
+  static constexpr int kWarpRows = 16;  // one mma m-tile per warp
+  static constexpr int kWarps = kBlockN / kWarpRows;
   static constexpr int kThreads = kWarps * arch::kWarpSize;
   // dK and dV accumulators live in registers for the whole workgroup: fewer query rows per
   // step for wide heads keeps S^T/dP^T small enough to fit beside them.
@@ -35,7 +36,7 @@ struct BwdConfig {
   static constexpr int kStride = kHeadDim + arch::kSmemPad;
   static constexpr int kDsStride = kBlockM + arch::kSmemPad;
   // dQ = dS K: warps split the kBlockM x D block into row groups of 16 and column slices.
-  static constexpr int kDqRowGroups = kBlockM / arch::kRowsPerWarp;
+  static constexpr int kDqRowGroups = kBlockM / kWarpRows;
   static constexpr int kDqCols = kHeadDim / (kWarps / kDqRowGroups);
   // Shared memory: K, V (kBlockN rows), Q, dO (kBlockM rows), dS^T, then lse and D as float.
   static constexpr int kSmemElems = (2 * kBlockN + 2 * kBlockM) * kStride + kBlockN * kDsStride;
@@ -50,12 +51,12 @@ struct BwdDqConfig {
   static constexpr int kDim = kHeadDim;
   static constexpr int kBlockM = kGpuBwdDqBlockM;
   static constexpr int kBlockN = 64;
-  static constexpr int kWarps = kBlockM / arch::kRowsPerWarp;
+  static constexpr int kWarpRows = 16;  // one mma m-tile per warp
+  static constexpr int kWarps = kBlockM / kWarpRows;
   static constexpr int kThreads = kWarps * arch::kWarpSize;
   static constexpr int kStride = kHeadDim + arch::kSmemPad;
-  // Q and dO are staged once, then live in registers; K and V reuse their space.
-  static constexpr int kSmemRows = kBlockM > kBlockN ? 2 * kBlockM : 2 * kBlockN;
-  static constexpr int kSmemBytes = kSmemRows * kStride * int(sizeof(T));
+  // Q and dO stay in shared memory (the mma A operands are read from there), then K and V.
+  static constexpr int kSmemBytes = (2 * kBlockM + 2 * kBlockN) * kStride * int(sizeof(T));
 };
 
 template <typename T>
@@ -84,7 +85,9 @@ struct BwdKvKernel {
   using Cfg = BwdConfig<kDType, kHeadDim>;
   using T = typename Cfg::T;
   static constexpr int kBlockM = Cfg::kBlockM, kBlockN = Cfg::kBlockN, kStride = Cfg::kStride;
-  static constexpr int kRows = arch::kRowsPerWarp;
+  static constexpr int kRows = Cfg::kWarpRows;
+  using KeyAcc = arch::Acc<1, kHeadDim>;  // the warp's 16 keys x D (dK, dV)
+  using ScoreAcc = arch::Acc<1, kBlockM>; // the warp's 16 keys x kBlockM queries (S^T, dP^T)
 
   static CFA_DEVICE void run(const BwdParams& p, T* smem) {
     const KvTile tile = map_kv_workgroup(p, blockIdx.x);
@@ -106,9 +109,9 @@ struct BwdKvKernel {
     arch::copy_commit();
     arch::copy_wait<0>();  // made visible by the block_sync that opens every query block
 
-    arch::Acc<kHeadDim> dk, dv;
+    KeyAcc dk, dv;
 #pragma unroll
-    for (int i = 0; i < arch::Acc<kHeadDim>::kSize; ++i) dk.x[i] = dv.x[i] = 0.f;
+    for (int i = 0; i < KeyAcc::kSize; ++i) dk.x[i] = dv.x[i] = 0.f;
     const float scale = float(p.softmax_scale), scale_log2 = scale * float(M_LOG2E);
     const int key0 = n0 + warp * kRows;  // the warp's first key
     // Query blocks before the first row that sees key n0 contribute nothing.
@@ -135,27 +138,24 @@ struct BwdKvKernel {
         arch::copy_wait<0>();
         arch::block_sync();
 
-        arch::Acc<kBlockM> s, dp;
-        {
-          arch::QFrag<T, kHeadDim> kf;
-          arch::load_q(kf, sK + warp * kRows * kStride, kStride, lane);
-          arch::gemm_qk<T, kBlockM, kHeadDim>(s, kf, sQ, kStride, lane);
-        }
-        {
-          arch::QFrag<T, kHeadDim> vf;
-          arch::load_q(vf, sV + warp * kRows * kStride, kStride, lane);
-          arch::gemm_qk<T, kBlockM, kHeadDim>(dp, vf, sdO, kStride, lane);
-        }
+        ScoreAcc s, dp;
+        arch::gemm_qk<T, 1, kBlockM, kHeadDim>(s, sK + warp * kRows * kStride, sQ, kStride, lane);
+        arch::gemm_qk<T, 1, kBlockM, kHeadDim>(dp, sV + warp * kRows * kStride, sdO, kStride, lane);
 #pragma unroll
-        for (int i = 0; i < arch::Acc<kBlockM>::kSize; ++i) {
-          const int key = key0 + arch::acc_row(i, lane), qi = arch::acc_col(i, lane);
+        for (int i = 0; i < ScoreAcc::kSize; ++i) {
+          const int key = key0 + ScoreAcc::row(i, lane), qi = ScoreAcc::col(i, lane);
           const bool masked = key >= p.seqlen_k || (kCausal && key > m0 + qi + p.causal_offset());
           const float prob = masked ? 0.f : exp2f(s.x[i] * scale_log2 - sLse[qi]);
           s.x[i] = prob;                                // P^T
           dp.x[i] = prob * (dp.x[i] - sDelta[qi]);      // dS^T
         }
-        arch::gemm_pv<T, kBlockM, kHeadDim>(dv, s, sdO, kStride, lane);
-        arch::gemm_pv<T, kBlockM, kHeadDim>(dk, dp, sQ, kStride, lane);
+        {
+          arch::PFrag<T, 1, kBlockM> pf;
+          arch::pack_p(pf, s);
+          arch::gemm_pv<T, 1, kBlockM, kHeadDim>(dv, pf, sdO, kStride, lane);
+          arch::pack_p(pf, dp);
+          arch::gemm_pv<T, 1, kBlockM, kHeadDim>(dk, pf, sQ, kStride, lane);
+        }
         if constexpr (kAtomicDq) add_dq(p, tile, h, m0, dp, sK, sdS, warp, lane);
       }
     }
@@ -163,8 +163,8 @@ struct BwdKvKernel {
     T* dk_out = static_cast<T*>(p.dk) + tile.batch * p.dk_batch_stride + tile.kv_head * p.dk_head_stride;
     T* dv_out = static_cast<T*>(p.dv) + tile.batch * p.dv_batch_stride + tile.kv_head * p.dv_head_stride;
 #pragma unroll
-    for (int i = 0; i < arch::Acc<kHeadDim>::kSize; ++i) {
-      const int key = key0 + arch::acc_row(i, lane), col = arch::acc_col(i, lane);
+    for (int i = 0; i < KeyAcc::kSize; ++i) {
+      const int key = key0 + KeyAcc::row(i, lane), col = KeyAcc::col(i, lane);
       if (key < p.seqlen_k && col < p.head_dim) {
         dk_out[key * p.dk_row_stride + col] = T(dk.x[i] * scale);
         dv_out[key * p.dv_row_stride + col] = T(dv.x[i]);
@@ -175,27 +175,30 @@ struct BwdKvKernel {
   // dQ[m0 .. m0 + kBlockM) += dS K * scale: dS^T goes through shared memory so each warp can
   // read its query rows as an mma A operand; then one atomic add per element.
   static CFA_DEVICE void add_dq(const BwdParams& p, const KvTile& tile, int h, int m0,
-                                const arch::Acc<kBlockM>& ds_t, const T* sK, T* sdS, int warp,
-                                int lane) {
+                                const ScoreAcc& ds_t, const T* sK, T* sdS, int warp, int lane) {
+    using DsAcc = arch::Acc<1, kBlockN>;       // 16 queries x the block's keys
+    using DqAcc = arch::Acc<1, Cfg::kDqCols>;  // 16 queries x the warp's column slice
 #pragma unroll
-    for (int i = 0; i < arch::Acc<kBlockM>::kSize; ++i)
-      sdS[(warp * kRows + arch::acc_row(i, lane)) * Cfg::kDsStride + arch::acc_col(i, lane)] = T(ds_t.x[i]);
+    for (int i = 0; i < ScoreAcc::kSize; ++i)
+      sdS[(warp * kRows + ScoreAcc::row(i, lane)) * Cfg::kDsStride + ScoreAcc::col(i, lane)] = T(ds_t.x[i]);
     arch::block_sync();
     const int row_group = warp % Cfg::kDqRowGroups, col0 = (warp / Cfg::kDqRowGroups) * Cfg::kDqCols;
-    arch::Acc<kBlockN> ds;  // rows: 16 queries, columns: the block's keys
+    DsAcc ds;
 #pragma unroll
-    for (int i = 0; i < arch::Acc<kBlockN>::kSize; ++i)
-      ds.x[i] = float(sdS[arch::acc_col(i, lane) * Cfg::kDsStride + row_group * kRows + arch::acc_row(i, lane)]);
-    arch::Acc<Cfg::kDqCols> dq;
+    for (int i = 0; i < DsAcc::kSize; ++i)
+      ds.x[i] = float(sdS[DsAcc::col(i, lane) * Cfg::kDsStride + row_group * kRows + DsAcc::row(i, lane)]);
+    arch::PFrag<T, 1, kBlockN> dsf;
+    arch::pack_p(dsf, ds);
+    DqAcc dq;
 #pragma unroll
-    for (int i = 0; i < arch::Acc<Cfg::kDqCols>::kSize; ++i) dq.x[i] = 0.f;
-    arch::gemm_pv<T, kBlockN, Cfg::kDqCols>(dq, ds, sK + col0, kStride, lane);
+    for (int i = 0; i < DqAcc::kSize; ++i) dq.x[i] = 0.f;
+    arch::gemm_pv<T, 1, kBlockN, Cfg::kDqCols>(dq, dsf, sK + col0, kStride, lane);
     const float scale = float(p.softmax_scale);
     float* dq_accum = static_cast<float*>(p.dq_accum);
 #pragma unroll
-    for (int i = 0; i < arch::Acc<Cfg::kDqCols>::kSize; ++i) {
-      const int row = m0 + row_group * kRows + arch::acc_row(i, lane);
-      const int col = col0 + arch::acc_col(i, lane);
+    for (int i = 0; i < DqAcc::kSize; ++i) {
+      const int row = m0 + row_group * kRows + DqAcc::row(i, lane);
+      const int col = col0 + DqAcc::col(i, lane);
       if (row < p.seqlen_q && col < p.head_dim)
         atomicAdd(dq_accum + ((int64_t(tile.batch) * p.seqlen_q + row) * p.num_q_heads + h) * p.head_dim + col,
                   dq.x[i] * scale);
@@ -208,7 +211,9 @@ struct BwdDqKernel {
   using Cfg = BwdDqConfig<kDType, kHeadDim>;
   using T = typename Cfg::T;
   static constexpr int kBlockM = Cfg::kBlockM, kBlockN = Cfg::kBlockN, kStride = Cfg::kStride;
-  static constexpr int kSlots = arch::kRowSlots;
+  using DqAcc = arch::Acc<1, kHeadDim>;  // the warp's 16 query rows x D
+  using ScoreAcc = arch::Acc<1, kBlockN>;
+  static constexpr int kSlots = DqAcc::kSlots;
 
   static CFA_DEVICE void run(const BwdParams& p, T* smem) {
     const Tile tile = map_workgroup(p.mapping, blockIdx.x, p.grid_shape());
@@ -220,10 +225,12 @@ struct BwdDqKernel {
     const T* k = static_cast<const T*>(p.k) + tile.batch * p.k_batch_stride + kv_head * p.k_head_stride;
     const T* v = static_cast<const T*>(p.v) + tile.batch * p.v_batch_stride + kv_head * p.v_head_stride;
     const int64_t row_base = (int64_t(tile.batch) * p.num_q_heads + tile.q_head) * p.seqlen_q;
-    const int warp_row0 = m0 + warp * arch::kRowsPerWarp;
+    const int warp_row0 = m0 + warp * Cfg::kWarpRows;
 
     T* sQ = smem;
-    T* sdO = smem + kBlockM * kStride;
+    T* sdO = sQ + kBlockM * kStride;
+    T* sK = sdO + kBlockM * kStride;
+    T* sV = sK + kBlockN * kStride;
     load_tile<Cfg, kBlockM>(sQ, q, p.q_row_stride, m0, p.seqlen_q, p.head_dim);
     load_tile<Cfg, kBlockM>(sdO, dout, p.do_row_stride, m0, p.seqlen_q, p.head_dim);
     arch::copy_commit();
@@ -234,45 +241,43 @@ struct BwdDqKernel {
       lse_log2[r] = lse_log2_or_inf(p, p.softmax_lse + row_base, row);
       delta[r] = row < p.seqlen_q ? static_cast<const float*>(p.softmax_d)[row_base + row] : 0.f;
     }
-    arch::copy_wait<0>();
-    arch::block_sync();
-    arch::QFrag<T, kHeadDim> qf, dof;
-    arch::load_q(qf, sQ + warp * arch::kRowsPerWarp * kStride, kStride, lane);
-    arch::load_q(dof, sdO + warp * arch::kRowsPerWarp * kStride, kStride, lane);
+    const T* sQ_warp = sQ + warp * Cfg::kWarpRows * kStride;
+    const T* sdO_warp = sdO + warp * Cfg::kWarpRows * kStride;
 
-    arch::Acc<kHeadDim> dq;
+    DqAcc dq;
 #pragma unroll
-    for (int i = 0; i < arch::Acc<kHeadDim>::kSize; ++i) dq.x[i] = 0.f;
+    for (int i = 0; i < DqAcc::kSize; ++i) dq.x[i] = 0.f;
     const float scale = float(p.softmax_scale), scale_log2 = scale * float(M_LOG2E);
     int n_end = p.seqlen_k;  // keys past the last row's causal limit are never loaded
     if (kCausal) n_end = min(n_end, m0 + kBlockM + p.causal_offset());
-    T* sK = smem;
-    T* sV = smem + kBlockN * kStride;
     for (int n0 = 0; n0 < n_end; n0 += kBlockN) {
-      arch::block_sync();  // every warp is done with the previous K/V (or with Q/dO)
+      arch::block_sync();  // every warp is done with the previous K/V
       load_tile<Cfg, kBlockN>(sK, k, p.k_row_stride, n0, p.seqlen_k, p.head_dim);
       load_tile<Cfg, kBlockN>(sV, v, p.v_row_stride, n0, p.seqlen_k, p.head_dim);
       arch::copy_commit();
-      arch::copy_wait<0>();
+      arch::copy_wait<0>();  // K, V (and Q, dO on the first block)
       arch::block_sync();
-      arch::Acc<kBlockN> s, dp;
-      arch::gemm_qk<T, kBlockN, kHeadDim>(s, qf, sK, kStride, lane);
-      arch::gemm_qk<T, kBlockN, kHeadDim>(dp, dof, sV, kStride, lane);
+      ScoreAcc s, dp;
+      arch::gemm_qk<T, 1, kBlockN, kHeadDim>(s, sQ_warp, sK, kStride, lane);
+      arch::gemm_qk<T, 1, kBlockN, kHeadDim>(dp, sdO_warp, sV, kStride, lane);
 #pragma unroll
-      for (int i = 0; i < arch::Acc<kBlockN>::kSize; ++i) {
-        const int row = warp_row0 + arch::acc_row(i, lane), col = n0 + arch::acc_col(i, lane);
+      for (int i = 0; i < ScoreAcc::kSize; ++i) {
+        const int row = warp_row0 + ScoreAcc::row(i, lane), col = n0 + ScoreAcc::col(i, lane);
         const bool masked = col >= p.seqlen_k || (kCausal && col > row + p.causal_offset());
-        const int r = arch::acc_slot(i);
+        const int r = ScoreAcc::slot(i);
         const float prob = masked ? 0.f : exp2f(s.x[i] * scale_log2 - lse_log2[r]);
         s.x[i] = prob * (dp.x[i] - delta[r]);  // dS
       }
-      arch::gemm_pv<T, kBlockN, kHeadDim>(dq, s, sK, kStride, lane);
+      arch::PFrag<T, 1, kBlockN> dsf;
+      arch::pack_p(dsf, s);
+      arch::gemm_pv<T, 1, kBlockN, kHeadDim>(dq, dsf, sK, kStride, lane);
     }
+    arch::copy_wait<0>();  // Q and dO of a tile that sees no key were never waited for
 
     float* dq_accum = static_cast<float*>(p.dq_accum);
 #pragma unroll
-    for (int i = 0; i < arch::Acc<kHeadDim>::kSize; ++i) {
-      const int row = warp_row0 + arch::acc_row(i, lane), col = arch::acc_col(i, lane);
+    for (int i = 0; i < DqAcc::kSize; ++i) {
+      const int row = warp_row0 + DqAcc::row(i, lane), col = DqAcc::col(i, lane);
       if (row < p.seqlen_q && col < p.head_dim)
         dq_accum[((int64_t(tile.batch) * p.seqlen_q + row) * p.num_q_heads + tile.q_head) * p.head_dim + col] =
             dq.x[i] * scale;

@@ -15,13 +15,18 @@ struct FwdConfig {
   using T = typename arch::Element<kDType>::type;
   static constexpr int kDim = kHeadDim;
   static constexpr int kBlockM = 128;
-  static constexpr int kBlockN = kHeadDim <= 128 ? 64 : 32;
-  static constexpr int kWarps = kBlockM / arch::kRowsPerWarp;
+  // Two 16-row m-tiles per warp let each K/V fragment read from shared memory feed twice the
+  // MMAs (one m-tile leaves the kernel bound by ldmatrix bandwidth); above D=128 the output
+  // accumulator no longer fits twice in registers, so those run one m-tile per warp.
+  static constexpr int kMTiles = kHeadDim <= 128 ? 2 : 1;
+  static constexpr int kRowsPerWarp = 16 * kMTiles;
+  // 64 keys per step at D=96/128 would need more than 255 registers with two m-tiles.
+  static constexpr int kBlockN = kMTiles == 2 && kHeadDim > 64 ? 32 : 64;
+  static constexpr int kWarps = kBlockM / kRowsPerWarp;
   static constexpr int kThreads = kWarps * arch::kWarpSize;
   static constexpr int kStride = kHeadDim + arch::kSmemPad;
-  // Q is staged through shared memory once, then lives in registers; K and V reuse its space.
-  static constexpr int kSmemRows = kBlockM > 2 * kBlockN ? kBlockM : 2 * kBlockN;
-  static constexpr int kSmemBytes = kSmemRows * kStride * int(sizeof(T));
+  // Q stays in shared memory (fragments are re-read per K block) next to one K and one V block.
+  static constexpr int kSmemBytes = (kBlockM + 2 * kBlockN) * kStride * int(sizeof(T));
   static_assert(kHeadDim % 16 == 0 && kHeadDim <= 256, "head dim must be a multiple of 16, at most 256");
 };
 
@@ -34,8 +39,7 @@ CFA_DEVICE void load_tile(typename Cfg::T* smem, const typename Cfg::T* g, int64
   for (int c = threadIdx.x; c < kRows * kChunks; c += Cfg::kThreads) {
     const int r = c / kChunks, col = (c % kChunks) * 8;
     const bool valid = row0 + r < n_rows && col < head_dim;
-    const typename Cfg::T* src = valid ? g + (row0 + r) * row_stride + col : g;
-    arch::copy_16B_async(smem + r * Cfg::kStride + col, src, valid);
+    arch::copy_16B_async(smem + r * Cfg::kStride + col, valid ? g + (row0 + r) * row_stride + col : g, valid);
   }
 }
 
@@ -44,7 +48,9 @@ struct FwdKernel : FwdConfig<kDType, kHeadDim, kCausal> {
   using Cfg = FwdConfig<kDType, kHeadDim, kCausal>;
   using T = typename Cfg::T;
   static constexpr int kBlockM = Cfg::kBlockM, kBlockN = Cfg::kBlockN, kStride = Cfg::kStride;
-  static constexpr int kSlots = arch::kRowSlots;
+  using SAcc = arch::Acc<Cfg::kMTiles, kBlockN>;
+  using OAcc = arch::Acc<Cfg::kMTiles, kHeadDim>;
+  static constexpr int kSlots = SAcc::kSlots;
 
   static CFA_DEVICE void run(const FwdParams& p, T* smem) {
     const Tile tile = map_workgroup(p.mapping, blockIdx.x, p.grid_shape());
@@ -62,47 +68,40 @@ struct FwdKernel : FwdConfig<kDType, kHeadDim, kCausal> {
     if (kCausal) n_end = min(n_end, m0 + kBlockM + p.causal_offset());
     const int n_blocks = n_end > 0 ? (n_end + kBlockN - 1) / kBlockN : 0;
 
-    load_tile<Cfg, kBlockM>(smem, q, p.q_row_stride, m0, p.seqlen_q, p.head_dim);
+    T* sQ = smem;
+    T* sK = sQ + kBlockM * kStride;
+    T* sV = sK + kBlockN * kStride;
+    load_tile<Cfg, kBlockM>(sQ, q, p.q_row_stride, m0, p.seqlen_q, p.head_dim);
+    if (n_blocks > 0) load_tile<Cfg, kBlockN>(sK, k, p.k_row_stride, 0, p.seqlen_k, p.head_dim);
     arch::copy_commit();
-    arch::copy_wait<0>();
-    arch::block_sync();
-    arch::QFrag<T, kHeadDim> qf;
-    arch::load_q(qf, smem + warp * arch::kRowsPerWarp * kStride, kStride, lane);
-    arch::block_sync();
+    const T* sQ_warp = sQ + warp * Cfg::kRowsPerWarp * kStride;
 
-    T* sK = smem;
-    T* sV = smem + kBlockN * kStride;
-    if (n_blocks > 0) {
-      load_tile<Cfg, kBlockN>(sK, k, p.k_row_stride, 0, p.seqlen_k, p.head_dim);
-      arch::copy_commit();
-    }
-
-    arch::Acc<kHeadDim> o;
+    OAcc o;
 #pragma unroll
-    for (int i = 0; i < arch::Acc<kHeadDim>::kSize; ++i) o.x[i] = 0.f;
+    for (int i = 0; i < OAcc::kSize; ++i) o.x[i] = 0.f;
     float row_max[kSlots], row_sum[kSlots];
 #pragma unroll
     for (int r = 0; r < kSlots; ++r) { row_max[r] = -INFINITY; row_sum[r] = 0.f; }
     const float scale_log2 = float(p.softmax_scale) * float(M_LOG2E);
-    const int warp_row0 = m0 + warp * arch::kRowsPerWarp;
+    const int warp_row0 = m0 + warp * Cfg::kRowsPerWarp;
 
     for (int nb = 0; nb < n_blocks; ++nb) {
       const int n0 = nb * kBlockN;
-      arch::copy_wait<0>();  // K block nb
+      arch::copy_wait<0>();  // K block nb (and Q on the first pass)
       arch::block_sync();    // ...visible to all; every warp is done reading the previous V
       load_tile<Cfg, kBlockN>(sV, v, p.v_row_stride, n0, p.seqlen_k, p.head_dim);
       arch::copy_commit();
 
-      arch::Acc<kBlockN> s;
-      arch::gemm_qk<T, kBlockN, kHeadDim>(s, qf, sK, kStride, lane);
+      SAcc s;
+      arch::gemm_qk<T, Cfg::kMTiles, kBlockN, kHeadDim>(s, sQ_warp, sK, kStride, lane);
       const bool need_mask = n0 + kBlockN > p.seqlen_k ||
                              (kCausal && n0 + kBlockN - 1 > warp_row0 + p.causal_offset());
 #pragma unroll
-      for (int i = 0; i < arch::Acc<kBlockN>::kSize; ++i) {
+      for (int i = 0; i < SAcc::kSize; ++i) {
         s.x[i] *= scale_log2;
         if (need_mask) {
-          const int col = n0 + arch::acc_col(i, lane);
-          const int row = warp_row0 + arch::acc_row(i, lane);
+          const int col = n0 + SAcc::col(i, lane);
+          const int row = warp_row0 + SAcc::row(i, lane);
           if (col >= p.seqlen_k || (kCausal && col > row + p.causal_offset())) s.x[i] = -INFINITY;
         }
       }
@@ -114,34 +113,54 @@ struct FwdKernel : FwdConfig<kDType, kHeadDim, kCausal> {
         arch::copy_commit();
       }
 
-      // Online softmax in base 2: p = 2^(s - max); a row with no visible key yet keeps max -inf.
-      float new_max[kSlots], safe_max[kSlots], alpha[kSlots], block_sum[kSlots];
+      // Online softmax in base 2 against a reference max per row. The reference only moves
+      // (and O, row_sum are rescaled) when some row's max grew by more than kRescaleSlack, so
+      // most steps skip the rescale; p = 2^(s - ref) stays below 2^kRescaleSlack. A row with
+      // no visible key yet keeps ref = -inf and contributes p = 0.
+      constexpr float kRescaleSlack = 8.f;
+      float block_max[kSlots], ref[kSlots], block_sum[kSlots];
 #pragma unroll
-      for (int r = 0; r < kSlots; ++r) new_max[r] = row_max[r];
+      for (int r = 0; r < kSlots; ++r) block_max[r] = -INFINITY;
 #pragma unroll
-      for (int i = 0; i < arch::Acc<kBlockN>::kSize; ++i)
-        new_max[arch::acc_slot(i)] = fmaxf(new_max[arch::acc_slot(i)], s.x[i]);
+      for (int i = 0; i < SAcc::kSize; ++i)
+        block_max[SAcc::slot(i)] = fmaxf(block_max[SAcc::slot(i)], s.x[i]);
+      bool grow = false;
 #pragma unroll
       for (int r = 0; r < kSlots; ++r) {
-        new_max[r] = arch::row_allreduce_max(new_max[r]);
-        safe_max[r] = new_max[r] == -INFINITY ? 0.f : new_max[r];
-        alpha[r] = exp2f(row_max[r] - safe_max[r]);
-        row_max[r] = new_max[r];
+        block_max[r] = arch::row_allreduce_max(block_max[r]);
+        grow |= block_max[r] > row_max[r] + kRescaleSlack;
+      }
+      if (arch::warp_any(grow)) {
+        float alpha[kSlots];
+#pragma unroll
+        for (int r = 0; r < kSlots; ++r) {
+          const float new_max = fmaxf(row_max[r], block_max[r]);
+          alpha[r] = new_max == -INFINITY ? 1.f : exp2f(row_max[r] - new_max);
+          row_max[r] = new_max;
+          row_sum[r] *= alpha[r];
+        }
+#pragma unroll
+        for (int i = 0; i < OAcc::kSize; ++i) o.x[i] *= alpha[OAcc::slot(i)];
+      }
+#pragma unroll
+      for (int r = 0; r < kSlots; ++r) {
+        ref[r] = row_max[r] == -INFINITY ? 0.f : row_max[r];
         block_sum[r] = 0.f;
       }
 #pragma unroll
-      for (int i = 0; i < arch::Acc<kBlockN>::kSize; ++i) {
-        s.x[i] = exp2f(s.x[i] - safe_max[arch::acc_slot(i)]);
-        block_sum[arch::acc_slot(i)] += s.x[i];
+      for (int i = 0; i < SAcc::kSize; ++i) {
+        s.x[i] = exp2f(s.x[i] - ref[SAcc::slot(i)]);
+        block_sum[SAcc::slot(i)] += s.x[i];
       }
-      // Partial row sums stay per lane; lanes of a row share alpha, so one reduction at the end.
+      // Partial row sums stay per lane (lanes of a row share ref): one reduction at the end.
 #pragma unroll
-      for (int r = 0; r < kSlots; ++r) row_sum[r] = row_sum[r] * alpha[r] + block_sum[r];
-#pragma unroll
-      for (int i = 0; i < arch::Acc<kHeadDim>::kSize; ++i) o.x[i] *= alpha[arch::acc_slot(i)];
-      arch::gemm_pv<T, kBlockN, kHeadDim>(o, s, sV, kStride, lane);
+      for (int r = 0; r < kSlots; ++r) row_sum[r] += block_sum[r];
+      arch::PFrag<T, Cfg::kMTiles, kBlockN> pf;
+      arch::pack_p(pf, s);
+      arch::gemm_pv<T, Cfg::kMTiles, kBlockN, kHeadDim>(o, pf, sV, kStride, lane);
     }
 
+    arch::copy_wait<0>();  // a tile with no visible key never waited for its Q copy
     float inv_sum[kSlots];
 #pragma unroll
     for (int r = 0; r < kSlots; ++r) {
@@ -156,9 +175,9 @@ struct FwdKernel : FwdConfig<kDType, kHeadDim, kCausal> {
     arch::block_sync();
     T* sO = smem;
 #pragma unroll
-    for (int i = 0; i < arch::Acc<kHeadDim>::kSize; ++i) {
-      const int row = warp * arch::kRowsPerWarp + arch::acc_row(i, lane);
-      sO[row * kStride + arch::acc_col(i, lane)] = T(o.x[i] * inv_sum[arch::acc_slot(i)]);
+    for (int i = 0; i < OAcc::kSize; ++i) {
+      const int row = warp * Cfg::kRowsPerWarp + OAcc::row(i, lane);
+      sO[row * kStride + OAcc::col(i, lane)] = T(o.x[i] * inv_sum[OAcc::slot(i)]);
     }
     arch::block_sync();
     constexpr int kChunks = kHeadDim / 8;

@@ -1,5 +1,7 @@
-"""Reference attention in plain torch ops, differentiable, in any dtype: run in float64 it gives
-the reference gradients; run in the input dtype it gives the error budget of the 2x rule."""
+"""Reference attention built for differentiation, in any dtype: run in float64 it gives the
+reference gradients; run in the input dtype it gives the error budget of the 2x rule. Unlike
+reference.py's (nan_to_num after exp(-inf - -inf)), rows without keys carry no NaN into the
+backward graph."""
 import torch
 
 

@@ -9,10 +9,7 @@ from hypothesis import strategies as st
 
 import chiplet_fa
 from _bwd_reference import attention_grads_ref, attention_ref
-
-HAS_CUDA = torch.cuda.is_available()
-DEVICES = ["cpu", pytest.param("cuda", marks=[
-    pytest.mark.gpu, pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA or ROCm device")])]
+from devices import DEVICES
 MAPPINGS = ["block_first", "head_first", "swizzled_block_first", "swizzled_head_first"]
 # Error floor per dtype, relative to the largest reference gradient: covers cases where the
 # input-dtype computation happens to be nearly exact.

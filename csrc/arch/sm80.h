@@ -1,7 +1,7 @@
 // NVIDIA sm_80+ (Ampere, Hopper) matrix and warp primitives behind the interface the forward
-// kernel is written against (see arch/arch.h). A warp owns 16 query rows; accumulators follow
-// the mma.m16n8k16 C layout, so a thread holds rows lane/4 and lane/4 + 8 ("row slots" 0, 1)
-// and each row is spread over the 4 lanes of a quad.
+// kernel is written against (see arch/arch.h). A warp owns kMT m-tiles of 16 query rows.
+// Accumulators follow the mma.m16n8k16 C layout: in each m-tile a thread holds rows lane/4
+// and lane/4 + 8, so it has 2*kMT "row slots", and each row is spread over one quad of lanes.
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -14,30 +14,31 @@
 namespace chiplet_fa::arch {
 
 constexpr int kWarpSize = 32;
-constexpr int kRowsPerWarp = 16;
-constexpr int kRowSlots = 2;
 constexpr int kSmemPad = 8;  // 16-byte skew per shared-memory row: ldmatrix's 8 rows hit 8 bank groups
 
 template <DType> struct Element;
 template <> struct Element<DType::kFloat16> { using type = __half; };
 template <> struct Element<DType::kBFloat16> { using type = __nv_bfloat16; };
 
-// 16 x kN fp32 accumulator: n8 tile j holds (r, 2c), (r, 2c+1), (r+8, 2c), (r+8, 2c+1) at x[4j..4j+3].
-template <int kN>
+// (16*kMT) x kN fp32 accumulator. m-tile t, n8 tile j holds (r, 2c), (r, 2c+1), (r+8, 2c),
+// (r+8, 2c+1) at x[t*kN/2 + 4j ..], with r = lane/4, c = lane%4.
+template <int kMT, int kN>
 struct Acc {
-  static constexpr int kSize = kN / 2;
+  static constexpr int kSize = kMT * kN / 2;
+  static constexpr int kSlots = 2 * kMT;
   float x[kSize];
+  static CFA_DEVICE constexpr int slot(int i) { return (i / (kN / 2)) * 2 + ((i >> 1) & 1); }
+  static CFA_DEVICE int row(int i, int lane) { return 8 * slot(i) + (lane >> 2); }
+  static CFA_DEVICE int col(int i, int lane) { return ((i % (kN / 2)) >> 2) * 8 + (lane & 3) * 2 + (i & 1); }
 };
-CFA_DEVICE constexpr int acc_slot(int i) { return (i >> 1) & 1; }
-CFA_DEVICE int acc_row(int i, int lane) { return (lane >> 2) + 8 * acc_slot(i); }
-CFA_DEVICE int acc_col(int i, int lane) { return (i >> 2) * 8 + (lane & 3) * 2 + (i & 1); }
-CFA_DEVICE int slot_row(int slot, int lane) { return (lane >> 2) + 8 * slot; }
+CFA_DEVICE int slot_row(int slot, int lane) { return 8 * slot + (lane >> 2); }
 CFA_DEVICE bool owns_row_stats(int lane) { return (lane & 3) == 0; }
 
 CFA_DEVICE float row_allreduce_max(float v) {
   v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
   return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
 }
+CFA_DEVICE bool warp_any(bool pred) { return __any_sync(0xffffffffu, pred); }
 CFA_DEVICE float row_allreduce_sum(float v) {
   v += __shfl_xor_sync(0xffffffffu, v, 1);
   return v + __shfl_xor_sync(0xffffffffu, v, 2);
@@ -97,54 +98,66 @@ CFA_DEVICE uint32_t pack2<__nv_bfloat16>(float lo, float hi) {
   return *reinterpret_cast<uint32_t*>(&h);
 }
 
-// Q rows of one warp as mma A fragments, one per 16-wide slice of the head dim.
-template <typename T, int kD>
-struct QFrag {
-  uint32_t a[kD / 16][4];
-};
-
-// sQ points at the warp's first row; rows are `stride` elements apart.
-template <typename T, int kD>
-CFA_DEVICE void load_q(QFrag<T, kD>& q, const T* sQ, int stride, int lane) {
+// s = Q K^T for the warp's 16*kMT rows of sQ and the kN keys of sK (both row-major [row][d]).
+template <typename T, int kMT, int kN, int kD>
+CFA_DEVICE void gemm_qk(Acc<kMT, kN>& s, const T* sQ, const T* sK, int stride, int lane) {
 #pragma unroll
-  for (int kk = 0; kk < kD / 16; ++kk)
-    ldmatrix_x4(q.a[kk], sQ + (lane % 16) * stride + kk * 16 + (lane / 16) * 8);
-}
-
-// s = Q K^T for the warp's 16 rows and the kN keys in sK (row-major [key][d]).
-template <typename T, int kN, int kD>
-CFA_DEVICE void gemm_qk(Acc<kN>& s, const QFrag<T, kD>& q, const T* sK, int stride, int lane) {
-#pragma unroll
-  for (int i = 0; i < Acc<kN>::kSize; ++i) s.x[i] = 0.f;
-  const T* base = sK + ((lane / 16) * 8 + lane % 8) * stride + ((lane / 8) % 2) * 8;
-#pragma unroll
+  for (int i = 0; i < Acc<kMT, kN>::kSize; ++i) s.x[i] = 0.f;
+  const T* q_base = sQ + (lane % 16) * stride + (lane / 16) * 8;
+  const T* k_base = sK + ((lane / 16) * 8 + lane % 8) * stride + ((lane / 8) % 2) * 8;
+#pragma unroll 2
   for (int kk = 0; kk < kD / 16; ++kk) {
+    uint32_t a[kMT][4];
+#pragma unroll
+    for (int t = 0; t < kMT; ++t) ldmatrix_x4(a[t], q_base + t * 16 * stride + kk * 16);
 #pragma unroll
     for (int nt = 0; nt < kN / 16; ++nt) {
       uint32_t b[4];
-      ldmatrix_x4(b, base + nt * 16 * stride + kk * 16);
-      mma_16816<T>(&s.x[(2 * nt) * 4], q.a[kk], b[0], b[1]);
-      mma_16816<T>(&s.x[(2 * nt + 1) * 4], q.a[kk], b[2], b[3]);
+      ldmatrix_x4(b, k_base + nt * 16 * stride + kk * 16);
+#pragma unroll
+      for (int t = 0; t < kMT; ++t) {
+        mma_16816<T>(&s.x[t * kN / 2 + (2 * nt) * 4], a[t], b[0], b[1]);
+        mma_16816<T>(&s.x[t * kN / 2 + (2 * nt + 1) * 4], a[t], b[2], b[3]);
+      }
     }
   }
 }
 
-// o += P V with P (fp32 probabilities in the Acc layout) rounded to T in registers.
-template <typename T, int kN, int kD>
-CFA_DEVICE void gemm_pv(Acc<kD>& o, const Acc<kN>& p, const T* sV, int stride, int lane) {
+// P rounded to T as mma A fragments. The C layout of two n8 tiles is the A layout of one k16
+// step, so P goes from the S accumulator to the PV product without touching shared memory,
+// and packing it early halves the registers it holds during that product.
+template <typename T, int kMT, int kN>
+struct PFrag {
+  uint32_t a[kMT][kN / 16][4];
+};
+template <typename T, int kMT, int kN>
+CFA_DEVICE void pack_p(PFrag<T, kMT, kN>& pf, const Acc<kMT, kN>& p) {
+#pragma unroll
+  for (int t = 0; t < kMT; ++t)
+#pragma unroll
+    for (int kk = 0; kk < kN / 16; ++kk)
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const float* c = &p.x[t * kN / 2 + kk * 8 + j * 2];
+        pf.a[t][kk][j] = pack2<T>(c[0], c[1]);
+      }
+}
+
+// o += P V for the kN keys of sV (row-major [key][d]).
+template <typename T, int kMT, int kN, int kD>
+CFA_DEVICE void gemm_pv(Acc<kMT, kD>& o, const PFrag<T, kMT, kN>& pf, const T* sV, int stride, int lane) {
   const T* base = sV + (((lane / 8) % 2) * 8 + lane % 8) * stride + (lane / 16) * 8;
 #pragma unroll
   for (int kk = 0; kk < kN / 16; ++kk) {
-    const float* p0 = &p.x[(2 * kk) * 4];
-    const float* p1 = &p.x[(2 * kk + 1) * 4];
-    const uint32_t a[4] = {pack2<T>(p0[0], p0[1]), pack2<T>(p0[2], p0[3]),
-                           pack2<T>(p1[0], p1[1]), pack2<T>(p1[2], p1[3])};
 #pragma unroll
     for (int dt = 0; dt < kD / 16; ++dt) {
       uint32_t b[4];
       ldmatrix_x4_trans(b, base + kk * 16 * stride + dt * 16);
-      mma_16816<T>(&o.x[(2 * dt) * 4], a, b[0], b[1]);
-      mma_16816<T>(&o.x[(2 * dt + 1) * 4], a, b[2], b[3]);
+#pragma unroll
+      for (int t = 0; t < kMT; ++t) {
+        mma_16816<T>(&o.x[t * kD / 2 + (2 * dt) * 4], pf.a[t][kk], b[0], b[1]);
+        mma_16816<T>(&o.x[t * kD / 2 + (2 * dt + 1) * 4], pf.a[t][kk], b[2], b[3]);
+      }
     }
   }
 }
