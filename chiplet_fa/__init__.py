@@ -9,6 +9,7 @@ except ImportError as exc:  # pragma: no cover - message for a source checkout w
     ) from exc
 
 from . import _ops  # noqa: F401,E402  (fake kernels)
+from . import _autograd  # noqa: F401,E402  (backward formulas)
 from .interface import attention, scaled_dot_product_attention  # noqa: E402
 from .mapping import MAPPINGS, map_workgroups, num_l2_domains  # noqa: E402
 

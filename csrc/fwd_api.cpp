@@ -5,6 +5,7 @@
 
 #include <ATen/ATen.h>
 
+#include "attention_checks.h"
 #include "mapping_names.h"
 
 namespace chiplet_fa {
@@ -16,8 +17,8 @@ DType dtype_of(const at::Tensor& t) {
     case at::kFloat: return DType::kFloat32;
     case at::kDouble: return DType::kFloat64;
     default:
-      TORCH_CHECK_VALUE(false, "chiplet_fa.fwd: q must be float16, bfloat16, float32 or float64, got ",
-                        t.scalar_type());
+      TORCH_CHECK_VALUE(false, "chiplet_fa: unsupported dtype ", t.scalar_type(),
+                        " (expected float16, bfloat16, float32 or float64)");
   }
 }
 
@@ -41,67 +42,31 @@ void point_at(FwdParams& p, const at::Tensor& q, const at::Tensor& k, const at::
   p.o_batch_stride = out.stride(0); p.o_row_stride = out.stride(1); p.o_head_stride = out.stride(2);
 }
 
-namespace {
-
-void check_tensor(const at::Tensor& t, const char* name, const at::Tensor& q) {
-  TORCH_CHECK_VALUE(t.dim() == 4, "chiplet_fa.fwd: ", name,
-                    " must be 4-D (batch, seqlen, num_heads, head_dim), got ", t.dim(), "-D");
-  TORCH_CHECK_VALUE(t.scalar_type() == q.scalar_type(), "chiplet_fa.fwd: ", name,
-                    " has dtype ", t.scalar_type(), " but q has ", q.scalar_type(),
-                    "; q, k and v must share one dtype");
-  TORCH_CHECK_VALUE(t.device() == q.device(), "chiplet_fa.fwd: ", name, " is on ", t.device(),
-                    " but q is on ", q.device(), "; q, k and v must be on one device");
-  TORCH_CHECK_VALUE(t.size(3) == 0 || t.stride(3) == 1, "chiplet_fa.fwd: ", name,
-                    " must have a contiguous last dimension (stride(-1) == 1), got stride ",
-                    t.stride(3), "; call .contiguous() first");
-}
-
-}  // namespace
-
 FwdParams prepare_fwd(const FwdArgs& a, int block_m, int detected_xcds, at::Tensor& out,
                       at::Tensor& softmax_lse) {
+  const AttentionDims d = check_qkv("chiplet_fa.fwd", a.q, a.k, a.v);
+  check_options("chiplet_fa.fwd", a.softmax_scale, a.num_xcds);
+  out = at::empty({d.batch, d.seqlen_q, d.num_q_heads, d.head_dim}, a.q.options());
+  softmax_lse = at::empty({d.batch, d.num_q_heads, d.seqlen_q}, a.q.options().dtype(at::kFloat));
+  return fwd_params(a, out, softmax_lse, block_m, detected_xcds);
+}
+
+FwdParams fwd_params(const FwdArgs& a, const at::Tensor& out, const at::Tensor& softmax_lse,
+                     int block_m, int detected_xcds) {
   const at::Tensor &q = a.q, &k = a.k, &v = a.v;
-  dtype_of(q);
-  check_tensor(q, "q", q);
-  check_tensor(k, "k", q);
-  check_tensor(v, "v", q);
-  const int64_t B = q.size(0), Nq = q.size(1), Hq = q.size(2), D = q.size(3);
-  const int64_t Nk = k.size(1), Hkv = k.size(2);
-  TORCH_CHECK_VALUE(k.size(0) == B && v.size(0) == B, "chiplet_fa.fwd: k and v must have batch ",
-                    B, " like q, got ", k.size(0), " and ", v.size(0));
-  TORCH_CHECK_VALUE(v.size(1) == Nk && v.size(2) == Hkv, "chiplet_fa.fwd: v must have shape (",
-                    B, ", ", Nk, ", ", Hkv, ", D) like k, got ", v.sizes());
-  TORCH_CHECK_VALUE(k.size(3) == D && v.size(3) == D, "chiplet_fa.fwd: head dims differ: q has ",
-                    D, ", k has ", k.size(3), ", v has ", v.size(3));
-  TORCH_CHECK_VALUE(D >= 1 && D <= 256, "chiplet_fa.fwd: head_dim must be in 1..256, got ", D);
-  TORCH_CHECK_VALUE(Hkv >= 1 && Hq % Hkv == 0, "chiplet_fa.fwd: num_heads of q (", Hq,
-                    ") must be a positive multiple of num_heads of k/v (", Hkv, ")");
-  TORCH_CHECK_VALUE(a.num_xcds == -1 || a.num_xcds >= 1,
-                    "chiplet_fa.fwd: num_xcds must be -1 (detect) or >= 1, got ", a.num_xcds);
-  if (a.softmax_scale) {
-    TORCH_CHECK_VALUE(std::isfinite(*a.softmax_scale), "chiplet_fa.fwd: softmax_scale must be finite, got ",
-                      *a.softmax_scale);
-  }
-  TORCH_CHECK_VALUE(B <= INT32_MAX && Nq <= INT32_MAX && Nk <= INT32_MAX,
-                    "chiplet_fa.fwd: batch and sequence lengths must fit in int32");
   const int num_xcds = a.num_xcds == -1 ? detected_xcds : int(a.num_xcds);
-  const Mapping mapping = resolve_mapping(a.mapping, num_xcds);
-
-  out = at::empty({B, Nq, Hq, D}, q.options());
-  softmax_lse = at::empty({B, Hq, Nq}, q.options().dtype(at::kFloat));
-
   FwdParams p{};
   point_at(p, q, k, v, out);
   p.softmax_lse = softmax_lse.data_ptr<float>();
-  p.batch = int32_t(B);
-  p.seqlen_q = int32_t(Nq);
-  p.seqlen_k = int32_t(Nk);
-  p.num_q_heads = int32_t(Hq);
-  p.num_kv_heads = int32_t(Hkv);
-  p.head_dim = int32_t(D);
-  p.softmax_scale = a.softmax_scale ? *a.softmax_scale : 1.0 / std::sqrt(double(D));
+  p.batch = int32_t(q.size(0));
+  p.seqlen_q = int32_t(q.size(1));
+  p.seqlen_k = int32_t(k.size(1));
+  p.num_q_heads = int32_t(q.size(2));
+  p.num_kv_heads = int32_t(k.size(2));
+  p.head_dim = int32_t(q.size(3));
+  p.softmax_scale = a.softmax_scale ? *a.softmax_scale : 1.0 / std::sqrt(double(p.head_dim));
   p.causal = a.causal;
-  p.mapping = mapping;
+  p.mapping = resolve_mapping(a.mapping, num_xcds);
   p.num_xcds = num_xcds;
   p.block_m = block_m;
   return p;

@@ -25,6 +25,11 @@ struct FwdArgs {
 FwdParams prepare_fwd(const FwdArgs& args, int block_m, int detected_xcds, at::Tensor& out,
                       at::Tensor& softmax_lse);
 
+// Params for already checked inputs and allocated outputs (the backward reuses it for the
+// forward tensors it is given).
+FwdParams fwd_params(const FwdArgs& args, const at::Tensor& out, const at::Tensor& softmax_lse,
+                     int block_m, int detected_xcds);
+
 DType dtype_of(const at::Tensor& t);
 
 // Sets the data pointers and strides of p (backends that re-lay inputs out call it again).

@@ -4,26 +4,13 @@
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
-#if defined(CFA_HIP)
-#include <c10/hip/HIPStream.h>
-#else
-#include <c10/cuda/CUDAStream.h>
-#endif
-
 #include "../fwd_api.h"
 #include "../fwd_launch.h"
 #include "../topology.h"
+#include "binding_common.h"
 
 namespace chiplet_fa {
 namespace {
-
-cfaStream_t current_stream() {
-#if defined(CFA_HIP)
-  return c10::hip::getCurrentHIPStream().stream();
-#else
-  return c10::cuda::getCurrentCUDAStream().stream();
-#endif
-}
 
 // Launches the smallest built instantiation whose head dim covers p.head_dim.
 bool launch_fwd(DType dtype, bool causal, const FwdParams& p, cfaStream_t stream) {
@@ -37,15 +24,6 @@ bool launch_fwd(DType dtype, bool causal, const FwdParams& p, cfaStream_t stream
 #include "../instantiations/fwd_dispatch.inc"
 #undef CFA_FWD_CASE
   return false;
-}
-
-// The kernels copy 16-byte pieces: base pointers and row/head/batch strides must be multiples
-// of 8 elements and the head dim a multiple of 8. Other inputs get a zero-padded copy.
-at::Tensor kernel_layout(const at::Tensor& t, int64_t head_dim8) {
-  at::Tensor x = t.size(3) == head_dim8 ? t : at::constant_pad_nd(t, {0, head_dim8 - t.size(3)});
-  const bool aligned = reinterpret_cast<uintptr_t>(x.data_ptr()) % 16 == 0 &&
-                       x.stride(0) % 8 == 0 && x.stride(1) % 8 == 0 && x.stride(2) % 8 == 0;
-  return aligned ? x : x.contiguous();
 }
 
 std::tuple<at::Tensor, at::Tensor> fwd_gpu(const at::Tensor& q, const at::Tensor& k,

@@ -1,0 +1,142 @@
+"""Backward and forward+backward TFLOP/s of chiplet_fa per mapping against torch SDPA flash and
+cuDNN, one process.
+
+  python bench/bwd.py --out bench/results            # paper shapes (H200: ~2-3 min)
+  python bench/bwd.py --quick --out /tmp/r            # two shapes, for iterating
+FLOPs: backward = 2.5x forward, forward+backward = 3.5x forward; causal FLOPs halved.
+Writes bwd_<gpu>.md and bwd_<gpu>.json. chiplet_fa backward times the bwd operator alone (given
+out and lse) with atomic dQ; the `det` column is deterministic mode under head_first. SDPA
+backward times torch.autograd.grad over a retained graph.
+"""
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from timing import attention_flops, time_ms  # noqa: E402
+
+import chiplet_fa  # noqa: E402,F401  (registers the operators)
+
+MAPPINGS = ("block_first", "head_first", "swizzled_block_first", "swizzled_head_first")
+SDPA = {"sdpa_flash": SDPBackend.FLASH_ATTENTION, "sdpa_cudnn": SDPBackend.CUDNN_ATTENTION}
+# (B, H_q, H_kv, N, D): the paper's shapes that fit the time budget (B 1..4, H 32/128, N 8K/32K,
+# GQA 64/8); --full adds H=128 at 32K, which alone takes about a minute.
+SWEEP = [(1, 128, 128, 8192, 128), (4, 32, 32, 8192, 128), (1, 32, 32, 32768, 128),
+         (1, 64, 8, 32768, 128)]
+FULL_EXTRA = [(1, 128, 128, 32768, 128)]
+QUICK = [(1, 128, 128, 8192, 128), (1, 64, 8, 8192, 128)]
+BWD_FACTOR, FWD_BWD_FACTOR = 2.5, 3.5
+
+
+def tflops(flops, ms):
+    return flops / ms / 1e9
+
+
+def run_shape(b, hq, hkv, n, d, causal, num_xcds):
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    q, k, v = (torch.randn(b, n, h, d, device="cuda", dtype=torch.bfloat16, generator=gen)
+               for h in (hq, hkv, hkv))
+    dout = torch.randn(b, n, hq, d, device="cuda", dtype=torch.bfloat16, generator=gen)
+    fwd_flops = attention_flops(b, hq, n, n, d, causal)
+    row = {"B": b, "H_q": hq, "H_kv": hkv, "N": n, "D": d, "causal": causal}
+    ops = torch.ops.chiplet_fa
+
+    def bwd_ms(m, deterministic=False):
+        out, lse = ops.fwd(q, k, v, None, causal, m, num_xcds)
+        return time_ms(lambda: ops.bwd(dout, q, k, v, out, lse, None, causal, m, num_xcds,
+                                       deterministic))
+
+    def fwd_bwd(m):
+        out, lse = ops.fwd(q, k, v, None, causal, m, num_xcds)
+        return ops.bwd(dout, q, k, v, out, lse, None, causal, m, num_xcds, False)
+
+    for m in MAPPINGS:
+        row[f"{m}_bwd"] = tflops(BWD_FACTOR * fwd_flops, bwd_ms(m))
+        row[f"{m}_fwdbwd"] = tflops(FWD_BWD_FACTOR * fwd_flops, time_ms(lambda: fwd_bwd(m)))
+    row["head_first_det_bwd"] = tflops(BWD_FACTOR * fwd_flops, bwd_ms("head_first", True))
+
+    leaves = [t.transpose(1, 2).detach().requires_grad_() for t in (q, k, v)]
+    dout_t = dout.transpose(1, 2)
+    for name, backend in SDPA.items():
+        try:
+            with sdpa_kernel(backend):
+                def fwd():
+                    return F.scaled_dot_product_attention(*leaves, is_causal=causal,
+                                                          enable_gqa=hq != hkv)
+                out = fwd()
+                row[f"{name}_bwd"] = tflops(BWD_FACTOR * fwd_flops, time_ms(
+                    lambda: torch.autograd.grad(out, leaves, dout_t, retain_graph=True)))
+                row[f"{name}_fwdbwd"] = tflops(FWD_BWD_FACTOR * fwd_flops, time_ms(
+                    lambda: torch.autograd.grad(fwd(), leaves, dout_t)))
+                del out
+        except RuntimeError:  # backend does not support this shape
+            row[f"{name}_bwd"] = row[f"{name}_fwdbwd"] = None
+    return row
+
+
+def fmt(x):
+    return "n/a" if x is None else f"{x:.0f}"
+
+
+def best_mapping(r, kind):
+    return max(MAPPINGS, key=lambda m: r[f"{m}_{kind}"])
+
+
+def markdown(rows, gpu, command):
+    lines = [f"# chiplet_fa backward, {gpu}, bf16 (TFLOP/s, median; bwd = 2.5x fwd FLOPs, "
+             "fwd+bwd = 3.5x; causal FLOPs halved)", "", f"Command: `{command}`", ""]
+    for kind, title in (("bwd", "Backward"), ("fwdbwd", "Forward + backward")):
+        cols = [f"{m}_{kind}" for m in MAPPINGS] + (["head_first_det_bwd"] if kind == "bwd" else [])
+        cols += [f"{s}_{kind}" for s in SDPA]
+        lines += [f"## {title}", "",
+                  "| B | H_q | H_kv | N | D | causal | " + " | ".join(c.removesuffix(f"_{kind}") for c in cols)
+                  + " | best / flash | best / cuDNN |", "|" + "---|" * (8 + len(cols))]
+        for r in rows:
+            best = r[f"{best_mapping(r, kind)}_{kind}"]
+            ratio = lambda key: "n/a" if not r.get(key) else f"{best / r[key]:.2f}"  # noqa: E731
+            lines.append(f"| {r['B']} | {r['H_q']} | {r['H_kv']} | {r['N']} | {r['D']} | "
+                         f"{'yes' if r['causal'] else 'no'} | " + " | ".join(fmt(r[c]) for c in cols)
+                         + f" | {ratio(f'sdpa_flash_{kind}')} | {ratio(f'sdpa_cudnn_{kind}')} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--quick", action="store_true", help="two 8K shapes only")
+    ap.add_argument("--full", action="store_true", help="add H=128 at N=32K (about a minute more)")
+    ap.add_argument("--causal", choices=["both", "yes", "no"], default="both")
+    ap.add_argument("--num-xcds", type=int, default=8,
+                    help="domains the swizzled policies assume (8 = MI300X; NVIDIA dispatch is not round-robin)")
+    args = ap.parse_args()
+    if not torch.cuda.is_available():
+        sys.exit("bench/bwd.py needs a CUDA or ROCm device")
+    causals = {"both": (False, True), "yes": (True,), "no": (False,)}[args.causal]
+    sweep = QUICK if args.quick else SWEEP + (FULL_EXTRA if args.full else [])
+    shapes = [(s, c) for s in sweep for c in causals]
+    rows = []
+    for i, (shape, causal) in enumerate(shapes):
+        rows.append(run_shape(*shape, causal, args.num_xcds))
+        r = rows[-1]
+        print(f"[{i + 1}/{len(shapes)}] {shape} causal={causal}: bwd "
+              + ", ".join(f"{m} {r[f'{m}_bwd']:.0f}" for m in MAPPINGS)
+              + f", det {r['head_first_det_bwd']:.0f}, flash {fmt(r['sdpa_flash_bwd'])}, "
+              f"cudnn {fmt(r['sdpa_cudnn_bwd'])}", flush=True)
+        torch.cuda.empty_cache()
+    gpu = torch.cuda.get_device_name().replace(" ", "_")
+    args.out.mkdir(parents=True, exist_ok=True)
+    command = "python bench/bwd.py " + " ".join(sys.argv[1:])
+    (args.out / f"bwd_{gpu}.json").write_text(json.dumps({"gpu": gpu, "command": command, "rows": rows}, indent=1))
+    md = markdown(rows, gpu, command)
+    (args.out / f"bwd_{gpu}.md").write_text(md)
+    print(md)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,43 @@
+// Definition of run_bwd, included only by the generated instantiation units.
+#pragma once
+#include "bwd_kernel.h"
+#include "bwd_launch.h"
+
+namespace chiplet_fa {
+
+// Above 48 KB a kernel must opt in to dynamic shared memory; the attribute is per function,
+// not a stream operation, so this is safe under CUDA-graph capture.
+template <typename Kernel>
+void allow_smem(Kernel kernel, int bytes) {
+  if (bytes > 48 * 1024)
+    cfaFuncSetAttribute(reinterpret_cast<const void*>(kernel),
+                        cfaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+}
+
+template <DType kDType, int kHeadDim, bool kCausal>
+void run_bwd(const BwdParams& p, cfaStream_t stream) {
+  using T = typename arch::Element<kDType>::type;
+  using Kv = BwdConfig<kDType, kHeadDim>;
+  using Dq = BwdDqConfig<kDType, kHeadDim>;
+  static_assert(Kv::kBlockN == kGpuBwdBlockN && Dq::kBlockM == kGpuBwdDqBlockM,
+                "the binding sizes the grids with kGpuBwdBlockN and kGpuBwdDqBlockM");
+  const int64_t rows = int64_t(p.batch) * p.seqlen_q * p.num_q_heads;
+  constexpr int kPreThreads = 256;
+  bwd_preprocess_kernel<T><<<dim3(unsigned((rows + kPreThreads - 1) / kPreThreads)),
+                             dim3(kPreThreads), 0, stream>>>(p);
+  const dim3 kv_grid(unsigned(grid_size(p.kv_grid_shape())));
+  if (p.deterministic) {
+    auto kv = bwd_kv_kernel<kDType, kHeadDim, kCausal, false>;
+    allow_smem(kv, Kv::kSmemBytes);
+    kv<<<kv_grid, dim3(Kv::kThreads), Kv::kSmemBytes, stream>>>(p);
+    auto dq = bwd_dq_kernel<kDType, kHeadDim, kCausal>;
+    allow_smem(dq, Dq::kSmemBytes);
+    dq<<<dim3(unsigned(grid_size(p.grid_shape()))), dim3(Dq::kThreads), Dq::kSmemBytes, stream>>>(p);
+  } else {
+    auto kv = bwd_kv_kernel<kDType, kHeadDim, kCausal, true>;
+    allow_smem(kv, Kv::kSmemBytes);
+    kv<<<kv_grid, dim3(Kv::kThreads), Kv::kSmemBytes, stream>>>(p);
+  }
+}
+
+}  // namespace chiplet_fa

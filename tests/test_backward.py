@@ -1,0 +1,260 @@
+"""Backward of chiplet_fa: gradients against an fp64 reference (flash-attention's 2x rule),
+gradcheck, opcheck, deterministic mode, torch.compile training, and argument errors."""
+import contextlib
+
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+import chiplet_fa
+from _bwd_reference import attention_grads_ref, attention_ref
+from devices import DEVICES
+MAPPINGS = ["block_first", "head_first", "swizzled_block_first", "swizzled_head_first"]
+# Error floor per dtype, relative to the largest reference gradient: covers cases where the
+# input-dtype computation happens to be nearly exact.
+FLOOR = {torch.float16: 2e-3, torch.bfloat16: 1.6e-2, torch.float32: 1e-5}
+
+
+@contextlib.contextmanager
+def deterministic_algorithms(enabled):
+    before = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(enabled)
+    try:
+        yield
+    finally:
+        torch.use_deterministic_algorithms(before)
+
+
+@contextlib.contextmanager
+def num_threads(n):
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def make_inputs(batch, n_q, n_k, h_q, h_kv, d, dtype, device, seed=0, requires_grad=False):
+    g = torch.Generator().manual_seed(seed)
+    shapes = [(batch, n_q, h_q, d), (batch, n_k, h_kv, d), (batch, n_k, h_kv, d), (batch, n_q, h_q, d)]
+    q, k, v, dout = (torch.randn(s, generator=g, dtype=torch.float64).to(device=device, dtype=dtype)
+                     for s in shapes)
+    for t in (q, k, v):
+        t.requires_grad_(requires_grad)
+    return q, k, v, dout
+
+
+def chiplet_grads(q, k, v, dout, causal, mapping="auto", num_xcds=-1, deterministic=False):
+    out, lse = torch.ops.chiplet_fa.fwd(q, k, v, None, causal, mapping, num_xcds)
+    return torch.ops.chiplet_fa.bwd(dout, q, k, v, out, lse, None, causal, mapping, num_xcds,
+                                    deterministic)
+
+
+def assert_two_x_rule(got, q, k, v, dout, causal):
+    """Each gradient's max error vs fp64 is at most 2x that of torch in the input dtype + floor."""
+    ref = attention_grads_ref(q, k, v, dout, causal, dtype=torch.float64)
+    same_dtype = attention_grads_ref(q, k, v, dout, causal)
+    for name, g, r, t in zip(("dq", "dk", "dv"), got, ref, same_dtype):
+        assert g.shape == r.shape and g.dtype == q.dtype, name
+        assert torch.isfinite(g).all(), name
+        err = (g.double() - r).abs().max().item()
+        budget = (t.double() - r).abs().max().item()
+        floor = FLOOR[q.dtype] * max(1.0, r.abs().max().item())
+        assert err <= 2 * budget + floor, f"{name}: error {err:.3g} > 2 x {budget:.3g} + {floor:.3g}"
+
+
+@st.composite
+def problems(draw, device):
+    dtypes = [torch.float16, torch.bfloat16] + ([torch.float32] if device == "cpu" else [])
+    h_kv = draw(st.integers(1, 2))
+    return dict(
+        batch=draw(st.integers(1, 2)), n_q=draw(st.integers(1, 150)), n_k=draw(st.integers(1, 150)),
+        h_q=h_kv * draw(st.integers(1, 3)), h_kv=h_kv,
+        d=draw(st.sampled_from([8, 16, 24, 40, 64, 72, 128]) if device != "cpu" else st.integers(1, 80)),
+        dtype=draw(st.sampled_from(dtypes)), causal=draw(st.booleans()),
+        mapping=draw(st.sampled_from(MAPPINGS)), num_xcds=draw(st.integers(1, 8)),
+        deterministic=draw(st.booleans()), seed=draw(st.integers(0, 2**16)))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_grads_match_reference(device):
+    @given(problems(device))
+    def check(pb):
+        q, k, v, dout = make_inputs(pb["batch"], pb["n_q"], pb["n_k"], pb["h_q"], pb["h_kv"],
+                                    pb["d"], pb["dtype"], device, pb["seed"])
+        got = chiplet_grads(q, k, v, dout, pb["causal"], pb["mapping"], pb["num_xcds"],
+                            pb["deterministic"])
+        assert_two_x_rule(got, q, k, v, dout, pb["causal"])
+
+    check()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_autograd_through_attention(device):
+    dtype = torch.bfloat16
+    q, k, v, dout = make_inputs(2, 96, 130, 8, 2, 64, dtype, device, seed=3, requires_grad=True)
+    chiplet_fa.attention(q, k, v, causal=True).backward(dout)
+    assert_two_x_rule((q.grad, k.grad, v.grad), q, k, v, dout, causal=True)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("shape", [(1, 5, 7, 2, 1, 4), (2, 9, 4, 3, 3, 3), (1, 70, 66, 2, 1, 8)])
+def test_gradcheck_fp64(shape, causal):
+    q, k, v, _ = make_inputs(*shape, torch.float64, "cpu", seed=1, requires_grad=True)
+    for deterministic in (False, True):
+        with deterministic_algorithms(deterministic):
+            assert torch.autograd.gradcheck(
+                lambda q, k, v: chiplet_fa.attention(q, k, v, causal=causal), (q, k, v))
+
+
+@pytest.mark.parametrize("n_q,n_k", [(6, 6), (4, 9), (9, 4)])
+def test_gradcheck_sdpa_wrapper(n_q, n_k):
+    # Top-left causal alignment is built from slices and a concat: autograd must compose.
+    q, k, v, _ = make_inputs(1, n_q, n_k, 4, 2, 8, torch.float64, "cpu", seed=2)
+    leaves = [t.transpose(1, 2).detach().requires_grad_() for t in (q, k, v)]
+    fn = lambda q, k, v: chiplet_fa.scaled_dot_product_attention(q, k, v, is_causal=True,
+                                                                 enable_gqa=True)
+    assert torch.autograd.gradcheck(fn, leaves)
+    out = fn(*leaves)
+    expected = torch.nn.functional.scaled_dot_product_attention(*leaves, is_causal=True,
+                                                                enable_gqa=True)
+    got = torch.autograd.grad(out.sum(), leaves)
+    want = torch.autograd.grad(expected.sum(), leaves)
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w, rtol=1e-6, atol=1e-6)
+
+
+def test_reference_rows_without_keys_have_zero_grads():
+    # Bottom-right causal with N_q > N_k: the first N_q - N_k rows see nothing.
+    q, k, v, dout = make_inputs(1, 12, 5, 2, 1, 8, torch.float32, "cpu", seed=4)
+    dq, _, _ = chiplet_grads(q, k, v, dout, causal=True)
+    assert (dq[:, :7] == 0).all() and (dq[:, 7:] != 0).any()
+
+
+def test_empty_keys():
+    q, k, v, dout = make_inputs(2, 5, 0, 2, 1, 8, torch.float32, "cpu")
+    dq, dk, dv = chiplet_grads(q, k, v, dout, causal=False)
+    assert (dq == 0).all() and dk.shape == k.shape and dv.shape == v.shape
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_deterministic_is_bitwise_reproducible(device):
+    # dQ comes from one workgroup per row block, dK/dV from one per key block: no result may
+    # depend on the mapping, the number of L2 domains, threads or run.
+    q, k, v, dout = make_inputs(2, 200, 170, 6, 2, 40, torch.bfloat16, device, seed=5)
+    first = chiplet_grads(q, k, v, dout, True, "block_first", 1, deterministic=True)
+    runs = [chiplet_grads(q, k, v, dout, True, m, x, deterministic=True)
+            for m in MAPPINGS for x in (1, 3, 8)]
+    if device == "cpu":
+        with num_threads(1):
+            runs.append(chiplet_grads(q, k, v, dout, True, "head_first", 1, deterministic=True))
+    for run in runs:
+        for a, b in zip(first, run):
+            assert torch.equal(a, b)
+    racy = chiplet_grads(q, k, v, dout, True, "swizzled_head_first", 8, deterministic=False)
+    for a, b in zip(first, racy):
+        torch.testing.assert_close(a, b, rtol=2e-2, atol=2e-2)
+
+
+def test_torch_deterministic_switch_selects_deterministic_mode():
+    q, k, v, dout = make_inputs(1, 130, 90, 4, 1, 24, torch.float32, "cpu", seed=6,
+                                requires_grad=True)
+    want = chiplet_grads(q.detach(), k.detach(), v.detach(), dout, False, deterministic=True)
+    with deterministic_algorithms(True):
+        got = torch.autograd.grad(chiplet_fa.attention(q, k, v), (q, k, v), dout)
+    for a, b in zip(got, want):
+        assert torch.equal(a, b)
+
+
+def test_opcheck_fwd_with_autograd():
+    q, k, v, _ = make_inputs(2, 33, 47, 4, 2, 16, torch.float32, "cpu", seed=7, requires_grad=True)
+    for causal in (False, True):
+        torch.library.opcheck(torch.ops.chiplet_fa.fwd.default, (q, k, v, None, causal, "auto", -1))
+
+
+def test_opcheck_bwd():
+    q, k, v, dout = make_inputs(2, 33, 47, 4, 2, 16, torch.float32, "cpu", seed=8)
+    out, lse = torch.ops.chiplet_fa.fwd(q, k, v, 0.3, True, "auto", -1)
+    args = (dout, q, k, v, out, lse, 0.3, True, "swizzled_block_first", 3, True)
+    torch.library.opcheck(torch.ops.chiplet_fa.bwd.default, args)
+    grad_args = tuple(a.detach().requires_grad_() if isinstance(a, torch.Tensor) and a.is_floating_point()
+                      else a for a in args)
+    torch.library.opcheck(torch.ops.chiplet_fa.bwd.default, grad_args,
+                          test_utils=("test_schema", "test_autograd_registration"))
+
+
+def test_double_backward_raises():
+    q, k, v, dout = make_inputs(1, 8, 8, 2, 1, 8, torch.float64, "cpu", requires_grad=True)
+    dq, = torch.autograd.grad(chiplet_fa.attention(q, k, v), (q,), dout, create_graph=True)
+    with pytest.raises(NotImplementedError, match="double backward"):
+        dq.sum().backward()
+
+
+def test_compiled_training_step_matches_eager():
+    torch.manual_seed(0)
+
+    class Block(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.qkv = torch.nn.Linear(32, 3 * 32)
+            self.proj = torch.nn.Linear(32, 32)
+
+        def forward(self, x):
+            b, n, _ = x.shape
+            q, k, v = self.qkv(x).view(b, n, 3, 4, 8).unbind(2)
+            return self.proj(chiplet_fa.attention(q, k, v, causal=True).reshape(b, n, 32))
+
+    eager = Block()
+    compiled_model = Block()
+    compiled_model.load_state_dict(eager.state_dict())
+    x = torch.randn(2, 50, 32)
+    target = torch.randn(2, 50, 32)
+
+    def train_step(model, opt):
+        opt.zero_grad()
+        loss = torch.nn.functional.mse_loss(model(x), target)
+        loss.backward()
+        opt.step()
+        return loss.detach()
+
+    compiled_forward = torch.compile(compiled_model, fullgraph=True)
+    opt_e = torch.optim.SGD(eager.parameters(), lr=0.1)
+    opt_c = torch.optim.SGD(compiled_model.parameters(), lr=0.1)
+    for _ in range(2):
+        loss_e = train_step(eager, opt_e)
+        loss_c = train_step(compiled_forward, opt_c)
+        torch.testing.assert_close(loss_c, loss_e, rtol=1e-5, atol=1e-6)
+    for pe, pc in zip(eager.parameters(), compiled_model.parameters()):
+        torch.testing.assert_close(pc, pe, rtol=1e-5, atol=1e-6)
+
+
+def test_bwd_argument_errors():
+    q, k, v, dout = make_inputs(1, 6, 7, 2, 1, 8, torch.float32, "cpu")
+    out, lse = torch.ops.chiplet_fa.fwd(q, k, v)
+    bwd = torch.ops.chiplet_fa.bwd
+    with pytest.raises(ValueError, match="dout must have the shape of q"):
+        bwd(dout[:, :5], q, k, v, out, lse)
+    with pytest.raises(ValueError, match="out has dtype"):
+        bwd(dout, q, k, v, out.double(), lse)
+    with pytest.raises(ValueError, match="softmax_lse must be float32"):
+        bwd(dout, q, k, v, out, lse.double())
+    with pytest.raises(ValueError, match=r"softmax_lse must have shape \(1, 2, 6\)"):
+        bwd(dout, q, k, v, out, lse[:, :1])
+    with pytest.raises(ValueError, match="softmax_lse must be contiguous"):
+        bwd(dout, q, k, v, out, lse.transpose(1, 2).contiguous().transpose(1, 2))
+    with pytest.raises(ValueError, match="chiplet_fa.bwd: num_heads of q"):
+        bwd(dout, q, k.expand(1, 7, 3, 8), v.expand(1, 7, 3, 8), out, lse)
+    with pytest.raises(ValueError, match="mapping must be one of"):
+        bwd(dout, q, k, v, out, lse, mapping="diagonal")
+    with pytest.raises(ValueError, match="dout must have a contiguous last dimension"):
+        bwd(torch.randn(1, 6, 2, 16)[..., ::2], q, k, v, out, lse)
+
+
+def test_reference_matches_torch_sdpa():
+    # The reference itself, against torch's math path (square causal, where both agree).
+    q, k, v, _ = make_inputs(1, 10, 10, 4, 2, 8, torch.float64, "cpu", seed=9)
+    want = torch.nn.functional.scaled_dot_product_attention(
+        q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True, enable_gqa=True)
+    torch.testing.assert_close(attention_ref(q, k, v, causal=True), want.transpose(1, 2))
