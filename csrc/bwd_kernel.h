@@ -33,8 +33,8 @@ struct BwdConfig {
   // dK and dV accumulators live in registers for the whole workgroup: fewer query rows per
   // step for wide heads keeps S^T/dP^T small enough to fit beside them.
   static constexpr int kBlockM = kHeadDim <= 64 ? 64 : 32;
-  static constexpr int kStride = kHeadDim + arch::kSmemPad;
-  static constexpr int kDsStride = kBlockM + arch::kSmemPad;
+  static constexpr int kStride = arch::PaddedTile<1, kHeadDim>::kStride;
+  static constexpr int kDsStride = arch::PaddedTile<1, kBlockM>::kStride;
   // dQ = dS K: warps split the kBlockM x D block into row groups of 16 and column slices.
   static constexpr int kDqRowGroups = kBlockM / kWarpRows;
   static constexpr int kDqCols = kHeadDim / (kWarps / kDqRowGroups);
@@ -54,7 +54,7 @@ struct BwdDqConfig {
   static constexpr int kWarpRows = 16;  // one mma m-tile per warp
   static constexpr int kWarps = kBlockM / kWarpRows;
   static constexpr int kThreads = kWarps * arch::kWarpSize;
-  static constexpr int kStride = kHeadDim + arch::kSmemPad;
+  static constexpr int kStride = arch::PaddedTile<1, kHeadDim>::kStride;
   // Q and dO stay in shared memory (the mma A operands are read from there), then K and V.
   static constexpr int kSmemBytes = (2 * kBlockM + 2 * kBlockN) * kStride * int(sizeof(T));
 };
@@ -104,8 +104,8 @@ struct BwdKvKernel {
 
     const T* k = static_cast<const T*>(p.k) + tile.batch * p.k_batch_stride + tile.kv_head * p.k_head_stride;
     const T* v = static_cast<const T*>(p.v) + tile.batch * p.v_batch_stride + tile.kv_head * p.v_head_stride;
-    load_tile<Cfg, kBlockN>(sK, k, p.k_row_stride, n0, p.seqlen_k, p.head_dim);
-    load_tile<Cfg, kBlockN>(sV, v, p.v_row_stride, n0, p.seqlen_k, p.head_dim);
+    load_tile<arch::PaddedTile<kBlockN, kHeadDim>, Cfg::kThreads>(sK, k, p.k_row_stride, n0, p.seqlen_k, p.head_dim);
+    load_tile<arch::PaddedTile<kBlockN, kHeadDim>, Cfg::kThreads>(sV, v, p.v_row_stride, n0, p.seqlen_k, p.head_dim);
     arch::copy_commit();
     arch::copy_wait<0>();  // made visible by the block_sync that opens every query block
 
@@ -128,8 +128,8 @@ struct BwdKvKernel {
       for (int mb = m_block_begin; mb < m_blocks; ++mb) {
         const int m0 = mb * kBlockM;
         arch::block_sync();  // every warp is done with the previous block's Q, dO, dS^T
-        load_tile<Cfg, kBlockM>(sQ, q, p.q_row_stride, m0, p.seqlen_q, p.head_dim);
-        load_tile<Cfg, kBlockM>(sdO, dout, p.do_row_stride, m0, p.seqlen_q, p.head_dim);
+        load_tile<arch::PaddedTile<kBlockM, kHeadDim>, Cfg::kThreads>(sQ, q, p.q_row_stride, m0, p.seqlen_q, p.head_dim);
+        load_tile<arch::PaddedTile<kBlockM, kHeadDim>, Cfg::kThreads>(sdO, dout, p.do_row_stride, m0, p.seqlen_q, p.head_dim);
         arch::copy_commit();
         for (int r = threadIdx.x; r < kBlockM; r += Cfg::kThreads) {
           sLse[r] = lse_log2_or_inf(p, lse, m0 + r);
@@ -139,8 +139,8 @@ struct BwdKvKernel {
         arch::block_sync();
 
         ScoreAcc s, dp;
-        arch::gemm_qk<T, 1, kBlockM, kHeadDim>(s, sK + warp * kRows * kStride, sQ, kStride, lane);
-        arch::gemm_qk<T, 1, kBlockM, kHeadDim>(dp, sV + warp * kRows * kStride, sdO, kStride, lane);
+        arch::warp_gemm_abt<T, 1, kBlockM, kHeadDim>(s, sK + warp * kRows * kStride, sQ, kStride, lane);
+        arch::warp_gemm_abt<T, 1, kBlockM, kHeadDim>(dp, sV + warp * kRows * kStride, sdO, kStride, lane);
 #pragma unroll
         for (int i = 0; i < ScoreAcc::kSize; ++i) {
           const int key = key0 + ScoreAcc::row(i, lane), qi = ScoreAcc::col(i, lane);
@@ -152,9 +152,9 @@ struct BwdKvKernel {
         {
           arch::PFrag<T, 1, kBlockM> pf;
           arch::pack_p(pf, s);
-          arch::gemm_pv<T, 1, kBlockM, kHeadDim>(dv, pf, sdO, kStride, lane);
+          arch::warp_gemm_pv<T, 1, kBlockM, kHeadDim>(dv, pf, sdO, kStride, lane);
           arch::pack_p(pf, dp);
-          arch::gemm_pv<T, 1, kBlockM, kHeadDim>(dk, pf, sQ, kStride, lane);
+          arch::warp_gemm_pv<T, 1, kBlockM, kHeadDim>(dk, pf, sQ, kStride, lane);
         }
         if constexpr (kAtomicDq) add_dq(p, tile, h, m0, dp, sK, sdS, warp, lane);
       }
@@ -192,7 +192,7 @@ struct BwdKvKernel {
     DqAcc dq;
 #pragma unroll
     for (int i = 0; i < DqAcc::kSize; ++i) dq.x[i] = 0.f;
-    arch::gemm_pv<T, 1, kBlockN, Cfg::kDqCols>(dq, dsf, sK + col0, kStride, lane);
+    arch::warp_gemm_pv<T, 1, kBlockN, Cfg::kDqCols>(dq, dsf, sK + col0, kStride, lane);
     const float scale = float(p.softmax_scale);
     float* dq_accum = static_cast<float*>(p.dq_accum);
 #pragma unroll
@@ -231,8 +231,8 @@ struct BwdDqKernel {
     T* sdO = sQ + kBlockM * kStride;
     T* sK = sdO + kBlockM * kStride;
     T* sV = sK + kBlockN * kStride;
-    load_tile<Cfg, kBlockM>(sQ, q, p.q_row_stride, m0, p.seqlen_q, p.head_dim);
-    load_tile<Cfg, kBlockM>(sdO, dout, p.do_row_stride, m0, p.seqlen_q, p.head_dim);
+    load_tile<arch::PaddedTile<kBlockM, kHeadDim>, Cfg::kThreads>(sQ, q, p.q_row_stride, m0, p.seqlen_q, p.head_dim);
+    load_tile<arch::PaddedTile<kBlockM, kHeadDim>, Cfg::kThreads>(sdO, dout, p.do_row_stride, m0, p.seqlen_q, p.head_dim);
     arch::copy_commit();
     float lse_log2[kSlots], delta[kSlots];
 #pragma unroll
@@ -252,14 +252,14 @@ struct BwdDqKernel {
     if (kCausal) n_end = min(n_end, m0 + kBlockM + p.causal_offset());
     for (int n0 = 0; n0 < n_end; n0 += kBlockN) {
       arch::block_sync();  // every warp is done with the previous K/V
-      load_tile<Cfg, kBlockN>(sK, k, p.k_row_stride, n0, p.seqlen_k, p.head_dim);
-      load_tile<Cfg, kBlockN>(sV, v, p.v_row_stride, n0, p.seqlen_k, p.head_dim);
+      load_tile<arch::PaddedTile<kBlockN, kHeadDim>, Cfg::kThreads>(sK, k, p.k_row_stride, n0, p.seqlen_k, p.head_dim);
+      load_tile<arch::PaddedTile<kBlockN, kHeadDim>, Cfg::kThreads>(sV, v, p.v_row_stride, n0, p.seqlen_k, p.head_dim);
       arch::copy_commit();
       arch::copy_wait<0>();  // K, V (and Q, dO on the first block)
       arch::block_sync();
       ScoreAcc s, dp;
-      arch::gemm_qk<T, 1, kBlockN, kHeadDim>(s, sQ_warp, sK, kStride, lane);
-      arch::gemm_qk<T, 1, kBlockN, kHeadDim>(dp, sdO_warp, sV, kStride, lane);
+      arch::warp_gemm_abt<T, 1, kBlockN, kHeadDim>(s, sQ_warp, sK, kStride, lane);
+      arch::warp_gemm_abt<T, 1, kBlockN, kHeadDim>(dp, sdO_warp, sV, kStride, lane);
 #pragma unroll
       for (int i = 0; i < ScoreAcc::kSize; ++i) {
         const int row = warp_row0 + ScoreAcc::row(i, lane), col = n0 + ScoreAcc::col(i, lane);
@@ -270,7 +270,7 @@ struct BwdDqKernel {
       }
       arch::PFrag<T, 1, kBlockN> dsf;
       arch::pack_p(dsf, s);
-      arch::gemm_pv<T, 1, kBlockN, kHeadDim>(dq, dsf, sK, kStride, lane);
+      arch::warp_gemm_pv<T, 1, kBlockN, kHeadDim>(dq, dsf, sK, kStride, lane);
     }
     arch::copy_wait<0>();  // Q and dO of a tile that sees no key were never waited for
 

@@ -27,14 +27,13 @@ struct FwdConfig {
   static_assert(kDim % 16 == 0 && kDim <= 256, "head dim must be a multiple of 16, at most 256");
 };
 
-// Copies rows [row0, row0 + kRows) of a (rows, head_dim) slab into shared memory in 16-byte
-// pieces; rows past n_rows and columns past head_dim are zero-filled.
-template <typename Cfg, int kRows>
-CFA_DEVICE void load_tile(typename Cfg::T* smem, const typename Cfg::T* g, int64_t row_stride,
-                          int row0, int n_rows, int head_dim) {
-  using Tile = arch::SmemTile<kRows, Cfg::kDim>;
-  constexpr int kChunks = Cfg::kDim / 8;
-  for (int c = threadIdx.x; c < kRows * kChunks; c += Cfg::kThreads) {
+// Copies rows [row0, row0 + Tile::kTileRows) of a (rows, head_dim) slab into a shared-memory
+// tile in 16-byte pieces, kThreads threads sharing the work; rows past n_rows and columns
+// past head_dim are zero-filled.
+template <typename Tile, int kThreads, typename T>
+CFA_DEVICE void load_tile(T* smem, const T* g, int64_t row_stride, int row0, int n_rows, int head_dim) {
+  constexpr int kChunks = Tile::kTileCols / 8;
+  for (int c = threadIdx.x; c < Tile::kTileRows * kChunks; c += kThreads) {
     const int r = c / kChunks, col = (c % kChunks) * 8;
     const bool valid = row0 + r < n_rows && col < head_dim;
     arch::copy_16B_async(smem + Tile::offset(r, col), valid ? g + (row0 + r) * row_stride + col : g, valid);
@@ -69,8 +68,8 @@ struct FwdKernel : FwdConfig<kDType, kHeadDim, kCausal> {
     T* sQ = smem;
     T* sK = sQ + Cfg::QTile::kElems;
     T* sV = sK + Cfg::KVTile::kElems;
-    load_tile<Cfg, kBlockM>(sQ, q, p.q_row_stride, m0, p.seqlen_q, p.head_dim);
-    if (n_blocks > 0) load_tile<Cfg, kBlockN>(sK, k, p.k_row_stride, 0, p.seqlen_k, p.head_dim);
+    load_tile<typename Cfg::QTile, Cfg::kThreads>(sQ, q, p.q_row_stride, m0, p.seqlen_q, p.head_dim);
+    if (n_blocks > 0) load_tile<typename Cfg::KVTile, Cfg::kThreads>(sK, k, p.k_row_stride, 0, p.seqlen_k, p.head_dim);
     arch::copy_commit();
 
     OAcc o;
@@ -86,7 +85,7 @@ struct FwdKernel : FwdConfig<kDType, kHeadDim, kCausal> {
       const int n0 = nb * kBlockN;
       arch::copy_wait<0>();  // K block nb (and Q on the first pass)
       arch::block_sync();    // ...visible to all; every warp is done reading the previous V
-      load_tile<Cfg, kBlockN>(sV, v, p.v_row_stride, n0, p.seqlen_k, p.head_dim);
+      load_tile<typename Cfg::KVTile, Cfg::kThreads>(sV, v, p.v_row_stride, n0, p.seqlen_k, p.head_dim);
       arch::copy_commit();
 
       SAcc s;
@@ -106,7 +105,7 @@ struct FwdKernel : FwdConfig<kDType, kHeadDim, kCausal> {
       arch::copy_wait<0>();  // V block nb
       arch::block_sync();    // ...visible to all; every warp is done reading K
       if (nb + 1 < n_blocks) {
-        load_tile<Cfg, kBlockN>(sK, k, p.k_row_stride, n0 + kBlockN, p.seqlen_k, p.head_dim);
+        load_tile<typename Cfg::KVTile, Cfg::kThreads>(sK, k, p.k_row_stride, n0 + kBlockN, p.seqlen_k, p.head_dim);
         arch::copy_commit();
       }
 

@@ -6,6 +6,7 @@
 // 16-byte chunk index XOR row % 8), the canonical layout wgmma reads K-major (Q, K) and,
 // with the transpose bit, N-major (V).
 #pragma once
+#include "mma_sync.h"  // the backward kernel's warp-level MMAs
 #include "nvidia_common.h"
 #include "wgmma_ops.h"
 
@@ -20,6 +21,7 @@ constexpr int block_n(int d) { return d <= 128 ? 128 : 64; }
 template <int kRows, int kD>
 struct SmemTile {
   static_assert(kD % 64 == 0 && kRows % 8 == 0, "whole 64-column panels of 8-row swizzle atoms");
+  static constexpr int kTileRows = kRows, kTileCols = kD;
   static constexpr int kElems = kRows * kD;
   static constexpr int kPanel = kRows * 64;  // elements per panel (kRows * 128 bytes)
   static CFA_DEVICE int offset(int row, int col) {
