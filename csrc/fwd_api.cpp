@@ -73,7 +73,11 @@ FwdParams prepare_fwd(const FwdArgs& a, int block_m, int detected_xcds, at::Tens
   TORCH_CHECK_VALUE(B <= INT32_MAX && Nq <= INT32_MAX && Nk <= INT32_MAX,
                     "chiplet_fa.fwd: batch and sequence lengths must fit in int32");
   const int num_xcds = a.num_xcds == -1 ? detected_xcds : int(a.num_xcds);
-  const Mapping mapping = resolve_mapping(a.mapping, num_xcds);
+  locality::AttnShape shape{B, Hq, Hkv, Nq, Nk, D};
+  shape.elem_bytes = int32_t(q.element_size());
+  shape.causal = a.causal;
+  shape.block_m = block_m;
+  const Mapping mapping = resolve_mapping(a.mapping, num_xcds, shape);
 
   out = at::empty({B, Nq, Hq, D}, q.options());
   softmax_lse = at::empty({B, Hq, Nq}, q.options().dtype(at::kFloat));
