@@ -17,3 +17,8 @@ def map_workgroups(policy: str, batch: int, num_q_heads: int, num_kv_heads: int,
     """
     return _C.map_workgroups(policy, batch, num_q_heads, num_kv_heads, num_m_blocks, num_xcds,
                              seqlen_k, head_dim, elem_bytes, causal)
+
+
+def num_l2_domains(device) -> int:
+    """L2 domains (XCDs) chiplet_fa detects on `device`, the value num_xcds=-1 resolves to."""
+    return _C.num_l2_domains(str(torch.device(device)))

@@ -29,6 +29,18 @@ bool finish_without_kernel(const FwdParams& p, at::Tensor& out, at::Tensor& soft
   return true;
 }
 
+void point_at(FwdParams& p, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+              const at::Tensor& out) {
+  p.q = q.data_ptr();
+  p.k = k.data_ptr();
+  p.v = v.data_ptr();
+  p.out = out.data_ptr();
+  p.q_batch_stride = q.stride(0); p.q_row_stride = q.stride(1); p.q_head_stride = q.stride(2);
+  p.k_batch_stride = k.stride(0); p.k_row_stride = k.stride(1); p.k_head_stride = k.stride(2);
+  p.v_batch_stride = v.stride(0); p.v_row_stride = v.stride(1); p.v_head_stride = v.stride(2);
+  p.o_batch_stride = out.stride(0); p.o_row_stride = out.stride(1); p.o_head_stride = out.stride(2);
+}
+
 namespace {
 
 void check_tensor(const at::Tensor& t, const char* name, const at::Tensor& q) {
@@ -83,15 +95,8 @@ FwdParams prepare_fwd(const FwdArgs& a, int block_m, int detected_xcds, at::Tens
   softmax_lse = at::empty({B, Hq, Nq}, q.options().dtype(at::kFloat));
 
   FwdParams p{};
-  p.q = q.data_ptr();
-  p.k = k.data_ptr();
-  p.v = v.data_ptr();
-  p.out = out.data_ptr();
+  point_at(p, q, k, v, out);
   p.softmax_lse = softmax_lse.data_ptr<float>();
-  p.q_batch_stride = q.stride(0); p.q_row_stride = q.stride(1); p.q_head_stride = q.stride(2);
-  p.k_batch_stride = k.stride(0); p.k_row_stride = k.stride(1); p.k_head_stride = k.stride(2);
-  p.v_batch_stride = v.stride(0); p.v_row_stride = v.stride(1); p.v_head_stride = v.stride(2);
-  p.o_batch_stride = out.stride(0); p.o_row_stride = out.stride(1); p.o_head_stride = out.stride(2);
   p.batch = int32_t(B);
   p.seqlen_q = int32_t(Nq);
   p.seqlen_k = int32_t(Nk);

@@ -27,6 +27,10 @@ FwdParams prepare_fwd(const FwdArgs& args, int block_m, int detected_xcds, at::T
 
 DType dtype_of(const at::Tensor& t);
 
+// Sets the data pointers and strides of p (backends that re-lay inputs out call it again).
+void point_at(FwdParams& p, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+              const at::Tensor& out);
+
 // Fills results the kernels never see: nothing to compute (empty batch, heads or N_q), or no
 // keys at all (every row fully masked: out = 0, lse = -inf). Returns true when it did.
 bool finish_without_kernel(const FwdParams& p, at::Tensor& out, at::Tensor& softmax_lse);

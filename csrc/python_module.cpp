@@ -5,6 +5,7 @@
 #include "locality/bind_locality.h"
 #include "mapping.h"
 #include "mapping_names.h"
+#include "topology.h"
 
 namespace chiplet_fa {
 namespace {
@@ -51,6 +52,9 @@ PYBIND11_MODULE(_C, m) {
         py::arg("num_xcds"), py::arg("seqlen_k") = -1, py::arg("head_dim") = 128,
         py::arg("elem_bytes") = 2, py::arg("causal") = false,
         "Rows (batch, q_head, m_block) of every workgroup id, computed by the kernels' function");
+  m.def("num_l2_domains",
+        [](const std::string& device) { return chiplet_fa::detect_num_xcds(c10::Device(device)); },
+        py::arg("device"), "L2 domains the op detects on device: what num_xcds=-1 resolves to");
   py::tuple names(chiplet_fa::kNumMappings);
   for (int i = 0; i < chiplet_fa::kNumMappings; ++i) names[i] = chiplet_fa::kMappingNames[i];
   m.attr("mapping_names") = names;

@@ -1,0 +1,19 @@
+"""Small launches covering the kernel's edge paths, for compute-sanitizer (memcheck, racecheck)."""
+import torch
+
+import chiplet_fa  # noqa: F401
+
+CASES = [  # (B, N_q, N_k, H_q, H_kv, D, causal, dtype, mapping)
+    (2, 200, 333, 4, 2, 128, True, torch.bfloat16, "swizzled_head_first"),
+    (1, 333, 77, 6, 3, 64, True, torch.float16, "swizzled_block_first"),
+    (1, 129, 300, 2, 1, 56, False, torch.bfloat16, "block_first"),
+    (1, 64, 64, 2, 2, 256, True, torch.bfloat16, "head_first"),
+    (1, 17, 1, 3, 1, 20, False, torch.float16, "head_first"),
+]
+for b, nq, nk, hq, hkv, d, causal, dtype, mapping in CASES:
+    q = torch.randn(b, nq, hq, d, device="cuda", dtype=dtype)
+    k = torch.randn(b, nk, hkv, d, device="cuda", dtype=dtype)
+    v = torch.randn(b, nk, hkv, d, device="cuda", dtype=dtype)
+    out, lse = torch.ops.chiplet_fa.fwd(q, k, v, None, causal, mapping, 8)
+torch.cuda.synchronize()
+print("sanitize cases ran")

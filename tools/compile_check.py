@@ -1,0 +1,124 @@
+#!/usr/bin/env python3
+"""Compile every framework-free GPU translation unit for NVIDIA and AMD without a GPU.
+
+Each TU (default: csrc/instantiations/*.cu) is compiled
+  - by nvcc for each --cuda-arch (default sm_80, sm_90) to an object file, and
+  - by clang as HIP for gfx942 (MI300X), device code only, to assembly, which llvm-mc assembles
+    into an object that llvm-objdump disassembles; the v_mfma (matrix-core) instructions are
+    counted, since a kernel that compiled to none of them would run at a fraction of peak.
+The HIP step stops before linking: with -nogpulib the device libraries (ockl/ocml: thread ids,
+math) are absent, and their symbols stay undefined, as they do in any object before the link.
+
+Prints one row per TU and exits non-zero when no TU is found, any compile fails, or a TU's HIP
+code has no v_mfma. Run from the repository root: python tools/compile_check.py
+"""
+import argparse
+import glob
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run(cmd):
+    """(ok, output) of a command; output is stderr+stdout, for the failure report."""
+    done = subprocess.run(cmd, capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    return done.returncode == 0, done.stderr + done.stdout
+
+
+def nvcc_step(tu, arch, out_dir, args):
+    obj = out_dir / f"{tu.stem}.{arch}.o"
+    return run([args.nvcc, "-std=c++20", "-O3", "--expt-relaxed-constexpr", f"-arch={arch}",
+                "-I", str(args.include), "-c", str(tu), "-o", str(obj)])
+
+
+def hip_step(tu, out_dir, args):
+    """(ok, log, number of v_mfma instructions) for gfx942."""
+    asm, obj = out_dir / f"{tu.stem}.{args.hip_arch}.s", out_dir / f"{tu.stem}.{args.hip_arch}.o"
+    steps = [
+        [args.clang, "-x", "hip", f"--offload-arch={args.hip_arch}", "-nogpulib", "--cuda-device-only",
+         "-O3", "-std=c++20", "-I", str(args.include), "-S", str(tu), "-o", str(asm)],
+        [args.llvm_mc, "--triple=amdgcn-amd-amdhsa", f"--mcpu={args.hip_arch}", "-filetype=obj",
+         str(asm), "-o", str(obj)],
+    ]
+    for cmd in steps:
+        ok, log = run(cmd)
+        if not ok:
+            return False, log, 0
+    ok, listing = run([args.objdump, "-d", str(obj)])
+    if not ok:
+        return False, listing, 0
+    return True, "", sum(1 for line in listing.splitlines() if "v_mfma" in line)
+
+
+def check(tu, out_dir, args):
+    """One TU through every compiler: {column: (ok, log)} and the v_mfma count."""
+    results = {arch: nvcc_step(tu, arch, out_dir, args) for arch in args.cuda_arch}
+    ok, log, mfma = hip_step(tu, out_dir, args)
+    results[args.hip_arch] = (ok, log)
+    return results, mfma
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("sources", nargs="*", default=[str(ROOT / "csrc/instantiations/*.cu")],
+                   help="TU files or globs (default: csrc/instantiations/*.cu)")
+    p.add_argument("--include", type=Path, default=ROOT / "csrc")
+    p.add_argument("--cuda-arch", action="append", help="nvcc -arch (repeatable; default sm_80, sm_90)")
+    p.add_argument("--hip-arch", default="gfx942")
+    p.add_argument("--nvcc", default=os.environ.get("NVCC", "nvcc"))
+    p.add_argument("--clang", default="clang-19")
+    p.add_argument("--llvm-mc", default="llvm-mc-19")
+    p.add_argument("--objdump", default="llvm-objdump-19")
+    p.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
+    p.add_argument("--keep", type=Path, help="keep objects and assembly in this folder")
+    args = p.parse_args(argv)
+    args.cuda_arch = args.cuda_arch or ["sm_80", "sm_90"]
+    return args
+
+
+def main(argv=None):
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    tus = sorted({Path(f) for pattern in args.sources for f in glob.glob(pattern)})
+    if not tus:
+        print(f"compile_check: no translation unit matches {' '.join(args.sources)}", file=sys.stderr)
+        return 1
+    missing = [t for t in (args.nvcc, args.clang, args.llvm_mc, args.objdump) if not shutil.which(t)]
+    if missing:
+        print(f"compile_check: tools not found: {', '.join(missing)}", file=sys.stderr)
+        return 1
+
+    with tempfile.TemporaryDirectory() as tmp:
+        out_dir = args.keep or Path(tmp)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+            results = list(pool.map(lambda tu: check(tu, out_dir, args), tus))
+
+    columns = args.cuda_arch + [args.hip_arch]
+    width = max(len(t.name) for t in tus)
+    print(f"{'translation unit':{width}s}  " + "  ".join(f"{c:>7s}" for c in columns) + "  v_mfma")
+    failures = []
+    for tu, (by_column, mfma) in zip(tus, results):
+        cells = []
+        for column in columns:
+            ok, log = by_column[column]
+            cells.append("ok" if ok else "FAILED")
+            if not ok:
+                failures.append(f"--- {tu.name} [{column}]\n{log.strip()[-4000:]}")
+        hip_ok = by_column[args.hip_arch][0]
+        if hip_ok and mfma == 0:
+            failures.append(f"--- {tu.name} [{args.hip_arch}]: no v_mfma instruction in the disassembly")
+        print(f"{tu.name:{width}s}  " + "  ".join(f"{c:>7s}" for c in cells) + f"  {mfma:6d}")
+    for failure in failures:
+        print(failure, file=sys.stderr)
+    print(f"compile_check: {len(tus)} translation units, {len(failures)} failures")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
