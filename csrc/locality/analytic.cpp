@@ -6,7 +6,11 @@
 // of its ACC's K/V (clipped to [0, T_q]) between the starts of predecessor pp and p. The
 // working set is the union of those intervals per ACC, summed over the ACCs in flight:
 //   WS(p) = sum over ACCs b in flight of | U_{q in b} [start(pp)-start(q), start(p)-start(q)] ∩ [0,T_q] |
-// counted in K/V tile pairs. p hits on min(T_p, T_pp) pairs when WS(p) <= L2 pairs, else on none.
+// counted in K/V tile pairs. p hits on a fraction h(WS) of the min(T_p, T_pp) pairs it shares
+// with pp: the chance that the pair's set (sets picked by hash, as in the simulator) received
+// fewer than `ways` of the other WS - 1 pairs, X ~ Poisson((WS - 1) / sets):
+//   h(WS) = P(X <= ways - 1) = sum_{k < ways} e^-lambda lambda^k / k!
+// (a step at WS = capacity for a fully associative L2).
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -17,12 +21,23 @@
 namespace chiplet_fa::locality {
 namespace {
 
+double set_hit_probability(double ws, const PairGeometry& g) {
+  if (g.sets == 0) return 0.0;
+  const double lambda = std::max(0.0, ws - 1.0) / double(g.sets);
+  if (g.sets == 1) return lambda <= g.ways - 1 ? 1.0 : 0.0;
+  double term = std::exp(-lambda), sum = term;
+  for (int k = 1; k < g.ways; ++k) sum += (term *= lambda / k);
+  return std::min(1.0, sum);
+}
+
 Traffic estimate_domain(const Topology& topo, const AttnShape& shape, Mapping policy,
                         const GridShape& g, int64_t d, int64_t n) {
   const int64_t S = topo.slots_per_domain();
   const int64_t L = queue_length(grid_size(g), d, n);
   const int64_t pair_bytes = 2 * shape.kv_tile_bytes(topo.line_bytes);
-  const double capacity = double(pair_capacity(topo, shape));
+  const PairGeometry geometry = pair_geometry(topo, shape);
+  // Past this working set no set keeps a pair (P < 1e-3): stop counting.
+  const double ws_limit = 2.0 * double(geometry.sets * geometry.ways) + 64.0;
   Traffic t;
   if (L == 0) return t;
 
@@ -47,12 +62,13 @@ Traffic estimate_domain(const Topology& topo, const AttnShape& shape, Mapping po
   // Per-ACC union state for the current p, reset lazily by epoch.
   std::vector<int64_t> epoch(static_cast<size_t>(num_accs), -1);
   std::vector<double> covered_to(static_cast<size_t>(num_accs));
-  int64_t hit_pairs = 0, read_pairs = 0;
+  double hit_pairs = 0;
+  int64_t read_pairs = 0;
   for (int64_t p = 0; p < L; ++p) {
     const int64_t a = acc[size_t(p)], pp = last[size_t(a)];
     last[size_t(a)] = p;
     read_pairs += steps[size_t(p)];
-    if (pp < 0 || capacity < 1) continue;
+    if (pp < 0 || geometry.sets == 0) continue;
     const double t_prev = start(pp), t_now = start(p);
     double ws = 0;
     bool fits = true;
@@ -70,12 +86,12 @@ Traffic estimate_domain(const Topology& topo, const AttnShape& shape, Mapping po
       const double grow = hi - std::max(lo, covered_to[size_t(b)]);
       if (grow > 0) ws += grow;
       covered_to[size_t(b)] = std::max(covered_to[size_t(b)], hi);
-      fits = ws <= capacity;
+      fits = ws <= ws_limit;
     }
-    if (fits) hit_pairs += std::min(steps[size_t(p)], steps[size_t(pp)]);
+    if (fits) hit_pairs += set_hit_probability(ws, geometry) * double(std::min(steps[size_t(p)], steps[size_t(pp)]));
   }
   t.kv_read_bytes = read_pairs * pair_bytes;
-  t.kv_hit_bytes = hit_pairs * pair_bytes;
+  t.kv_hit_bytes = std::llround(hit_pairs) * pair_bytes;
   return t;
 }
 

@@ -42,4 +42,17 @@ inline int64_t pair_capacity(const Topology& t, const AttnShape& s) {
   return t.l2_bytes / (2 * s.kv_tile_bytes(t.line_bytes));
 }
 
+// The L2 seen at tile-pair granularity: `sets` sets of `ways` pairs (none when not one fits).
+struct PairGeometry {
+  int64_t sets = 0;
+  int ways = 0;
+};
+
+inline PairGeometry pair_geometry(const Topology& t, const AttnShape& s) {
+  const int64_t capacity = pair_capacity(t, s);
+  if (capacity <= 0) return {};
+  const int ways = int(std::min<int64_t>(t.ways, capacity));
+  return {capacity / ways, ways};
+}
+
 }  // namespace chiplet_fa::locality

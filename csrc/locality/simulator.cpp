@@ -18,18 +18,18 @@ namespace {
 // the hardware hashes addresses over its channels.
 class PairCache {
  public:
-  PairCache(int64_t capacity, int ways) {
-    if (capacity <= 0) return;
-    ways_ = int(std::min<int64_t>(ways, capacity));
-    sets_ = capacity / ways_;
+  explicit PairCache(const PairGeometry& g) : ways_(g.ways), sets_(g.sets) {
     tags_.assign(size_t(sets_ * ways_), -1);
     stamps_.assign(size_t(sets_ * ways_), 0);
   }
 
   bool access(int64_t key) {
     if (sets_ == 0) return false;
-    uint64_t h = uint64_t(key) * 0x9E3779B97F4A7C15ull;
-    h ^= h >> 29;
+    // splitmix64 finaliser: a random-like set choice, which the closed form assumes.
+    uint64_t h = uint64_t(key) + 0x9E3779B97F4A7C15ull;
+    h = (h ^ (h >> 30)) * 0xBF58476D1CE4E5B9ull;
+    h = (h ^ (h >> 27)) * 0x94D049BB133111EBull;
+    h ^= h >> 31;
     const int64_t base = int64_t(h % uint64_t(sets_)) * ways_;
     int64_t* tag = &tags_[size_t(base)];
     uint64_t* stamp = &stamps_[size_t(base)];
@@ -48,8 +48,8 @@ class PairCache {
   }
 
  private:
-  int ways_ = 0;
-  int64_t sets_ = 0;
+  int ways_;
+  int64_t sets_;
   uint64_t clock_ = 0;
   std::vector<int64_t> tags_;
   std::vector<uint64_t> stamps_;
@@ -67,7 +67,7 @@ Traffic simulate_domain(const Topology& topo, const AttnShape& shape, Mapping po
   const int64_t L = queue_length(grid_size(g), d, n);
   const int64_t pair_bytes = 2 * shape.kv_tile_bytes(topo.line_bytes);
   const int64_t n_blocks = shape.num_n_blocks();
-  PairCache cache(pair_capacity(topo, shape), topo.ways);
+  PairCache cache(pair_geometry(topo, shape));
   std::vector<Slot> slots(static_cast<size_t>(S));
   const double stagger = effective_stagger(topo, shape);
   for (int64_t s = 0; s < S; ++s) slots[size_t(s)].ready_round = slot_phase(s, stagger);
