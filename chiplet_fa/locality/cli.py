@@ -56,7 +56,7 @@ class _Progress:
         if enabled:
             try:
                 from tqdm import tqdm
-                self.bar = tqdm(total=total, unit="run", file=sys.stderr,
+                self.bar = tqdm(total=total, desc="simulate", unit="run", file=sys.stderr,
                                 bar_format="{l_bar}{bar}| {n:.1f}/{total} runs [{elapsed}<{remaining}]")
             except ImportError:
                 pass
