@@ -11,7 +11,9 @@ except ImportError as exc:  # pragma: no cover - message for a source checkout w
 from . import _ops  # noqa: F401,E402  (fake kernels)
 from . import _autograd  # noqa: F401,E402  (backward formulas)
 from .interface import attention, scaled_dot_product_attention  # noqa: E402
+from .locality import explain  # noqa: E402
 from .mapping import MAPPINGS, map_workgroups, num_l2_domains  # noqa: E402
 
-__all__ = ["attention", "scaled_dot_product_attention", "map_workgroups", "num_l2_domains", "MAPPINGS"]
+__all__ = ["attention", "scaled_dot_product_attention", "explain", "map_workgroups",
+           "num_l2_domains", "MAPPINGS"]
 __version__ = "0.1.0"

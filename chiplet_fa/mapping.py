@@ -7,13 +7,16 @@ MAPPINGS = tuple(_C.mapping_names)
 
 
 def map_workgroups(policy: str, batch: int, num_q_heads: int, num_kv_heads: int,
-                   num_m_blocks: int, num_xcds: int) -> torch.Tensor:
+                   num_m_blocks: int, num_xcds: int, seqlen_k: int = -1, head_dim: int = 128,
+                   elem_bytes: int = 2, causal: bool = False) -> torch.Tensor:
     """Return an int64 tensor (grid, 3): row wid is (batch, q_head, m_block) of workgroup wid.
 
     grid = batch * num_q_heads * num_m_blocks; under round-robin dispatch workgroup wid runs
-    on L2 domain (XCD) wid % num_xcds.
+    on L2 domain (XCD) wid % num_xcds. Policy "auto" resolves with the L2 model for the shape
+    given by the remaining arguments (seqlen_k -1: num_m_blocks * 128).
     """
-    return _C.map_workgroups(policy, batch, num_q_heads, num_kv_heads, num_m_blocks, num_xcds)
+    return _C.map_workgroups(policy, batch, num_q_heads, num_kv_heads, num_m_blocks, num_xcds,
+                             seqlen_k, head_dim, elem_bytes, causal)
 
 
 def num_l2_domains(device) -> int:

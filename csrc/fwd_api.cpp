@@ -66,7 +66,11 @@ FwdParams fwd_params(const FwdArgs& a, const at::Tensor& out, const at::Tensor& 
   p.head_dim = int32_t(q.size(3));
   p.softmax_scale = a.softmax_scale ? *a.softmax_scale : 1.0 / std::sqrt(double(p.head_dim));
   p.causal = a.causal;
-  p.mapping = resolve_mapping(a.mapping, num_xcds);
+  locality::AttnShape shape{q.size(0), q.size(2), k.size(2), q.size(1), k.size(1), q.size(3)};
+  shape.elem_bytes = int32_t(q.element_size());
+  shape.causal = a.causal;
+  shape.block_m = block_m;
+  p.mapping = resolve_mapping(a.mapping, num_xcds, shape);
   p.num_xcds = num_xcds;
   p.block_m = block_m;
   return p;

@@ -4,6 +4,7 @@
 
 #include <c10/util/Exception.h>
 
+#include "locality/auto_policy.h"
 #include "mapping.h"
 
 namespace chiplet_fa {
@@ -12,10 +13,11 @@ constexpr const char* kMappingNames[kNumMappings] = {"block_first", "head_first"
                                                      "swizzled_block_first",
                                                      "swizzled_head_first"};
 
-// "auto" resolves here: keep each ACC inside one L2 domain where there are several, else walk
-// heads in order (on a monolithic L2 head-first is what keeps one head's K/V resident).
-inline Mapping resolve_mapping(const std::string& name, int num_xcds) {
-  if (name == "auto") return num_xcds > 1 ? Mapping::kSwizzledHeadFirst : Mapping::kHeadFirst;
+// A policy by name; "auto" asks the L2 locality model (csrc/locality) for the policy it predicts
+// best for this attention shape on a device with num_xcds L2 domains (cached per shape).
+inline Mapping resolve_mapping(const std::string& name, int num_xcds,
+                               const locality::AttnShape& shape) {
+  if (name == "auto") return locality::choose_mapping(shape, num_xcds).mapping;
   for (int i = 0; i < kNumMappings; ++i)
     if (name == kMappingNames[i]) return static_cast<Mapping>(i);
   TORCH_CHECK_VALUE(false,

@@ -2,6 +2,7 @@
 // the other translation units) and exposes the mapping function for tests and tools.
 #include <torch/extension.h>
 
+#include "locality/bind_locality.h"
 #include "mapping.h"
 #include "mapping_names.h"
 #include "topology.h"
@@ -10,7 +11,8 @@ namespace chiplet_fa {
 namespace {
 
 at::Tensor map_workgroups(const std::string& policy, int64_t batch, int64_t num_q_heads,
-                          int64_t num_kv_heads, int64_t num_m_blocks, int64_t num_xcds) {
+                          int64_t num_kv_heads, int64_t num_m_blocks, int64_t num_xcds,
+                          int64_t seqlen_k, int64_t head_dim, int64_t elem_bytes, bool causal) {
   TORCH_CHECK_VALUE(batch >= 0 && num_m_blocks >= 0, "map_workgroups: batch and num_m_blocks must be >= 0");
   TORCH_CHECK_VALUE(num_q_heads >= 1 && num_kv_heads >= 1 && num_q_heads % num_kv_heads == 0,
                     "map_workgroups: num_q_heads (", num_q_heads,
@@ -18,7 +20,13 @@ at::Tensor map_workgroups(const std::string& policy, int64_t batch, int64_t num_
   TORCH_CHECK_VALUE(num_xcds >= 1, "map_workgroups: num_xcds must be >= 1, got ", num_xcds);
   TORCH_CHECK_VALUE(batch * num_q_heads * num_m_blocks <= INT32_MAX,
                     "map_workgroups: grid of ", batch * num_q_heads * num_m_blocks, " exceeds int32");
-  const Mapping p = resolve_mapping(policy, int(num_xcds));
+  // "auto" needs the attention shape: the grid is num_m_blocks tiles of the GPU kernel's
+  // 128 rows; seqlen_k defaults to the same length.
+  locality::AttnShape shape{batch, num_q_heads, num_kv_heads, num_m_blocks * 128,
+                            seqlen_k < 0 ? num_m_blocks * 128 : seqlen_k, head_dim};
+  shape.elem_bytes = int32_t(elem_bytes);
+  shape.causal = causal;
+  const Mapping p = resolve_mapping(policy, int(num_xcds), shape);
   const GridShape g{int32_t(batch), int32_t(num_q_heads), int32_t(num_m_blocks), int32_t(num_xcds)};
   const int64_t grid = grid_size(g);
   at::Tensor rows = at::empty({grid, 3}, at::kLong);
@@ -41,7 +49,8 @@ PYBIND11_MODULE(_C, m) {
   m.doc() = "chiplet_fa native module: operators are registered under torch.ops.chiplet_fa";
   m.def("map_workgroups", &chiplet_fa::map_workgroups, py::arg("policy"), py::arg("batch"),
         py::arg("num_q_heads"), py::arg("num_kv_heads"), py::arg("num_m_blocks"),
-        py::arg("num_xcds"),
+        py::arg("num_xcds"), py::arg("seqlen_k") = -1, py::arg("head_dim") = 128,
+        py::arg("elem_bytes") = 2, py::arg("causal") = false,
         "Rows (batch, q_head, m_block) of every workgroup id, computed by the kernels' function");
   m.def("num_l2_domains",
         [](const std::string& device) { return chiplet_fa::detect_num_xcds(c10::Device(device)); },
@@ -49,4 +58,5 @@ PYBIND11_MODULE(_C, m) {
   py::tuple names(chiplet_fa::kNumMappings);
   for (int i = 0; i < chiplet_fa::kNumMappings; ++i) names[i] = chiplet_fa::kMappingNames[i];
   m.attr("mapping_names") = names;
+  chiplet_fa::locality::bind_locality(m);
 }

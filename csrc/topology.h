@@ -1,10 +1,41 @@
 // How many L2 domains (XCDs) the device dispatches workgroups over, round-robin.
 #pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+
 #include <c10/core/Device.h>
 
 namespace chiplet_fa {
 
-// CPU and NVIDIA GPUs have one L2 domain.
+constexpr const char* kNumXcdsEnv = "CHIPLET_FA_NUM_XCDS";
+constexpr const char* kKfdTopologyRoot = "/sys/class/kfd/kfd/topology";
+
+struct XcdDetection {
+  int num_xcds;
+  std::string source;  // which rule answered, for explain() and warnings
+  bool assumed;        // true when no rule applied and 1 is an assumption
+};
+
+// CPU: 1. NVIDIA: 1 (one L2; its two partitions are not separately addressable), unless
+// CHIPLET_FA_NUM_XCDS overrides. ROCm: detect_xcds_rocm with the real sysfs and environment;
+// an assumed answer is reported once with TORCH_WARN.
 int detect_num_xcds(const c10::Device& device);
+XcdDetection detect_xcds(const c10::Device& device);
+
+// The ROCm rule with every input explicit, so tests can fake sysfs trees and devices:
+//  1. env_override (CHIPLET_FA_NUM_XCDS) when given: a positive integer, else an error;
+//  2. the KFD GPU node of the device under <kfd_root>/nodes/*/properties: num_xcc when present
+//     (it follows the partition mode: CPX gives 1), else its CU count and gfx target;
+//  3. CU count / CUs per XCD of the arch (gfx942: 38, gfx950: 32), with cu_count/arch from the
+//     device properties when sysfs gave none; a count that is not a whole number of XCDs is
+//     an error asking for CHIPLET_FA_NUM_XCDS; other archs have one L2 (1);
+//  4. nothing readable: 1, assumed.
+// visible_devices: HIP_VISIBLE_DEVICES (or CUDA_VISIBLE_DEVICES) to map the torch index to
+// a physical GPU; when it cannot be parsed, nodes that all agree still give the answer.
+XcdDetection detect_xcds_rocm(const std::string& kfd_root, int64_t device_index,
+                              const std::optional<std::string>& env_override,
+                              const std::optional<std::string>& visible_devices,
+                              int64_t cu_count, const std::string& arch);
 
 }  // namespace chiplet_fa

@@ -1,0 +1,186 @@
+"""L2 hit rate and DRAM traffic of chiplet_fa's forward kernel per mapping, measured with
+Nsight Compute on an NVIDIA GPU, next to the L2 locality model's prediction.
+
+  python bench/l2_measure.py --out bench/results              # driver: runs ncu on itself
+  python bench/l2_measure.py --from-csv raw.csv --out /tmp/r  # re-tabulate a saved ncu CSV
+Writes l2_<tag>.md, l2_<tag>.json and the raw ncu CSV under --out. The driver launches one
+worker process under `ncu --clock-control none` that runs each (shape, mapping) exactly once;
+ncu profiles those launches (kernel name matching fwd_kernel) and nothing else. About 1-2 min
+on an H200 for the default sweep.
+"""
+import argparse
+import csv
+import io
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+METRICS = ("lts__t_sector_hit_rate.pct", "dram__bytes_read.sum",
+           "lts__t_sectors_srcunit_ltcfabric.sum", "gpu__time_duration.sum")
+MAPPINGS = ("block_first", "head_first", "swizzled_block_first", "swizzled_head_first")
+# (B, H_q, H_kv, N, D), bf16, non-causal: the anchors' shapes and one GQA shape.
+SWEEP = [(1, 128, 128, 8192, 128), (1, 128, 128, 32768, 128), (1, 64, 8, 32768, 128)]
+NUM_XCDS = 8  # the swizzled mappings assume 8 XCDs, as in ANCHORS.md; naive ones ignore it
+UNIT_SCALE = {"": 1, "%": 1, "byte": 1, "kbyte": 1e3, "mbyte": 1e6, "gbyte": 1e9, "tbyte": 1e12,
+              "sector": 1, "ksector": 1e3, "msector": 1e6, "gsector": 1e9, "nsecond": 1e-9,
+              "usecond": 1e-6, "msecond": 1e-3, "second": 1, "cycle": 1}
+
+
+def plan(sweep):
+    return [{"B": b, "H_q": hq, "H_kv": hkv, "N": n, "D": d, "mapping": m}
+            for (b, hq, hkv, n, d) in sweep for m in MAPPINGS]
+
+
+def worker(points):
+    """One launch per point, in order: the n-th profiled kernel is points[n]."""
+    import torch
+
+    import chiplet_fa  # noqa: F401  (registers torch.ops.chiplet_fa)
+
+    for p in points:
+        gen = torch.Generator(device="cuda").manual_seed(0)
+        q = torch.randn(p["B"], p["N"], p["H_q"], p["D"], device="cuda", dtype=torch.bfloat16, generator=gen)
+        k = torch.randn(p["B"], p["N"], p["H_kv"], p["D"], device="cuda", dtype=torch.bfloat16, generator=gen)
+        v = torch.randn_like(k)
+        torch.ops.chiplet_fa.fwd(q, k, v, None, False, p["mapping"], NUM_XCDS)
+        torch.cuda.synchronize()
+        del q, k, v
+
+
+def parse_ncu_csv(text):
+    """ncu --csv output -> {kernel ID: {metric: value in base units}}; other lines are ignored."""
+    start = text.find('"ID"')
+    if start < 0:
+        raise ValueError("no ncu CSV header (a line starting with \"ID\") in the ncu output")
+    rows = csv.DictReader(io.StringIO(text[start:]))
+    kernels = {}
+    for row in rows:
+        name, value = row.get("Metric Name"), row.get("Metric Value")
+        if name not in METRICS or value is None:
+            continue
+        unit = (row.get("Metric Unit") or "").strip().lower()
+        if unit not in UNIT_SCALE:
+            raise ValueError(f"unknown ncu unit {unit!r} for {name}")
+        number = float(value.replace(",", "")) * UNIT_SCALE[unit]
+        kernels.setdefault(int(row["ID"]), {"kernel": row.get("Kernel Name", "")})[name] = number
+    return kernels
+
+
+def predict(point, wgs_per_cu, block_n):
+    from chiplet_fa.locality import Shape, estimate, preset, simulate
+
+    topo = preset("h200", wgs_per_cu=wgs_per_cu)
+    shape = Shape(batch=point["B"], num_q_heads=point["H_q"], num_kv_heads=point["H_kv"],
+                  seqlen_q=point["N"], head_dim=point["D"], block_n=block_n)
+    sim = simulate(topo, shape, point["mapping"], mapping_xcds=NUM_XCDS)
+    est = estimate(topo, shape, point["mapping"], mapping_xcds=NUM_XCDS)
+    return {"pred_hit_rate": 100 * sim.hit_rate, "pred_dram_read_bytes": sim.dram_read_bytes,
+            "est_hit_rate": 100 * est.hit_rate}
+
+
+def combine(points, kernels, wgs_per_cu, block_n):
+    """Measured next to predicted, one row per point (measured fields None when missing)."""
+    ids = sorted(kernels)
+    if len(ids) != len(points):
+        print(f"warning: ncu reported {len(ids)} kernels for {len(points)} launches; "
+              "matching them in order", file=sys.stderr)
+    rows = []
+    for i, p in enumerate(points):
+        m = kernels[ids[i]] if i < len(ids) else {}
+        row = dict(p)
+        row.update(hit_rate=m.get(METRICS[0]), dram_read_bytes=m.get(METRICS[1]),
+                   fabric_sectors=m.get(METRICS[2]),
+                   time_ms=None if m.get(METRICS[3]) is None else 1e3 * m[METRICS[3]])
+        row.update(predict(p, wgs_per_cu, block_n))
+        row["ideal_dram_bytes"] = 2 * p["B"] * p["N"] * p["D"] * (p["H_q"] + 2 * p["H_kv"])
+        rows.append(row)
+    return rows
+
+
+def fmt(x, spec):
+    return "n/a" if x is None else format(x, spec)
+
+
+def to_markdown(rows, title, command):
+    lines = [f"# {title}", "", f"Command: `{command}`", "",
+             "Measured: Nsight Compute (`--clock-control none`), one launch per row, bf16, "
+             f"non-causal, swizzled mappings with num_xcds={NUM_XCDS}. Predicted: the L2 locality "
+             "model's simulator (H200 preset), closed form in brackets. Hit rates count all L2 "
+             "sectors (`lts__t_sector_hit_rate.pct`); DRAM is `dram__bytes_read.sum`.", "",
+             "| B | H_q | H_kv | N | D | mapping | L2 hit measured | L2 hit predicted | "
+             "DRAM read measured | DRAM read predicted | ideal DRAM | fabric sectors | kernel ms |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        gb = lambda b: fmt(None if b is None else b / 1e9, ".2f") + (" GB" if b is not None else "")  # noqa: E731
+        lines.append(
+            f"| {r['B']} | {r['H_q']} | {r['H_kv']} | {r['N']} | {r['D']} | {r['mapping']} | "
+            f"{fmt(r['hit_rate'], '.2f')}% | {r['pred_hit_rate']:.2f}% ({r['est_hit_rate']:.1f}%) | "
+            f"{gb(r['dram_read_bytes'])} | {gb(r['pred_dram_read_bytes'])} | {gb(r['ideal_dram_bytes'])} | "
+            f"{fmt(r['fabric_sectors'], '.3g')} | {fmt(r['time_ms'], '.2f')} |")
+    return "\n".join(lines) + "\n"
+
+
+def write(rows, out, tag, command, raw_csv=None):
+    out.mkdir(parents=True, exist_ok=True)
+    if raw_csv is not None:
+        (out / f"l2_{tag}_ncu.csv").write_text(raw_csv)
+    (out / f"l2_{tag}.json").write_text(json.dumps({"command": command, "rows": rows}, indent=1))
+    md = to_markdown(rows, f"L2 hit rate and DRAM traffic per mapping: {tag}, measured vs model", command)
+    (out / f"l2_{tag}.md").write_text(md)
+    print(md)
+
+
+def run_ncu(points, ncu, timeout):
+    cmd = [ncu, "--clock-control", "none", "--metrics", ",".join(METRICS), "--csv",
+           "--print-units", "base", "--kernel-name", "regex:fwd_kernel",
+           "--launch-count", str(len(points)), sys.executable, str(Path(__file__).resolve()),
+           "--worker", json.dumps(points)]
+    print("running:", " ".join(cmd[:-1]), "'<points>'", flush=True)
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    if proc.returncode != 0:
+        print(f"ncu exited with {proc.returncode}; stderr tail:\n{proc.stderr[-3000:]}", file=sys.stderr)
+    return proc.stdout, proc.returncode
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", type=Path, default=Path("bench/results"))
+    ap.add_argument("--tag", default="h200", help="names the output files l2_<tag>.*")
+    ap.add_argument("--quick", action="store_true", help="only B=1 H=128 N=8K")
+    ap.add_argument("--ncu", default="ncu")
+    ap.add_argument("--timeout", type=int, default=900, help="seconds for the ncu run")
+    ap.add_argument("--wgs-per-cu", type=int, default=1, help="resident CTAs per SM in the model")
+    ap.add_argument("--block-n", type=int, default=64, help="keys per K/V step in the model")
+    ap.add_argument("--from-csv", type=Path, help="tabulate a saved ncu CSV instead of running ncu")
+    ap.add_argument("--worker", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.worker:
+        worker(json.loads(args.worker))
+        return 0
+    points = plan(SWEEP[:1] if args.quick else SWEEP)
+    command = "python bench/l2_measure.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    if args.from_csv:
+        raw, rc = args.from_csv.read_text(), 0
+    else:
+        ncu = shutil.which(args.ncu)
+        if ncu is None:
+            print(f"error: Nsight Compute ({args.ncu}) is not on PATH", file=sys.stderr)
+            return 2
+        raw, rc = run_ncu(points, ncu, args.timeout)
+    try:
+        kernels = parse_ncu_csv(raw)
+    except ValueError as exc:
+        print(f"error: {exc}; ncu stdout tail:\n{raw[-3000:]}", file=sys.stderr)
+        if not args.from_csv:
+            args.out.mkdir(parents=True, exist_ok=True)
+            (args.out / f"l2_{args.tag}_ncu.csv").write_text(raw)
+        return 1
+    rows = combine(points, kernels, args.wgs_per_cu, args.block_n)
+    write(rows, args.out, args.tag, command, None if args.from_csv else raw)
+    return 0 if rc == 0 and len(kernels) == len(points) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

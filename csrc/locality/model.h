@@ -1,0 +1,45 @@
+// L2 locality model of the FA2 forward: predicted L2 hit rate and DRAM traffic of one mapping
+// policy on one topology. Two estimators share the dispatch model in dispatch.h:
+//   simulate() replays every K/V tile read through per-domain set-associative LRU caches;
+//   estimate() is the closed form (reuse working set vs L2 capacity), cheap enough for "auto".
+// Framework-free.
+#pragma once
+#include <cstdint>
+#include <functional>
+
+#include "../mapping.h"
+#include "topology_presets.h"
+#include "workload.h"
+
+namespace chiplet_fa::locality {
+
+struct Traffic {
+  int64_t kv_read_bytes = 0;  // K and V tile reads issued by all workgroups
+  int64_t kv_hit_bytes = 0;   // of which served by L2
+  int64_t q_read_bytes = 0;   // Q tiles: each read once, always from DRAM
+  int64_t o_write_bytes = 0;  // O tiles: written once; L2 absorbs writes (counted as hits)
+
+  int64_t dram_read_bytes() const { return kv_read_bytes - kv_hit_bytes + q_read_bytes; }
+  // All L2 traffic, like Nsight's lts__t_sector_hit_rate (reads and writes).
+  double hit_rate() const {
+    const int64_t all = kv_read_bytes + q_read_bytes + o_write_bytes;
+    return all ? double(kv_hit_bytes + o_write_bytes) / double(all) : 0.0;
+  }
+  double kv_hit_rate() const { return kv_read_bytes ? double(kv_hit_bytes) / double(kv_read_bytes) : 0.0; }
+  Traffic& operator+=(const Traffic& o) {
+    kv_read_bytes += o.kv_read_bytes;
+    kv_hit_bytes += o.kv_hit_bytes;
+    q_read_bytes += o.q_read_bytes;
+    o_write_bytes += o.o_write_bytes;
+    return *this;
+  }
+};
+
+// mapping_xcds: the num_xcds the mapping is computed with (the kernel's argument); it may
+// differ from topology.num_domains (e.g. swizzling for 8 XCDs on a monolithic L2).
+// progress, when set, is called with (work done, total work) from the calling thread.
+Traffic simulate(const Topology& topo, const AttnShape& shape, Mapping policy, int mapping_xcds,
+                 const std::function<void(int64_t, int64_t)>& progress = {});
+Traffic estimate(const Topology& topo, const AttnShape& shape, Mapping policy, int mapping_xcds);
+
+}  // namespace chiplet_fa::locality

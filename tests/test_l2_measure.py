@@ -1,0 +1,74 @@
+"""bench/l2_measure.py's ncu CSV parsing and tables, on a fake Nsight Compute CSV."""
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+spec = importlib.util.spec_from_file_location("l2_measure", ROOT / "bench" / "l2_measure.py")
+l2 = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(l2)
+
+HEADER = ('"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream",'
+          '"Block Size","Grid Size","Device","CC","Section Name","Metric Name","Metric Unit","Metric Value"')
+
+
+def fake_csv(values):
+    """values: per kernel, (hit %, DRAM value, DRAM unit, fabric sectors, time ns)."""
+    lines = ["==PROF== Connected to process 123", HEADER]
+    for i, (hit, dram, unit, fabric, ns) in enumerate(values):
+        common = f'"{i}","123","python","host","void chiplet_fa::fwd_kernel<Cfg>(FwdParams)","1","7",' \
+                 f'"(128, 1, 1)","(32768, 1, 1)","0","9.0","Command line profiler metrics"'
+        lines += [f'{common},"lts__t_sector_hit_rate.pct","%","{hit}"',
+                  f'{common},"dram__bytes_read.sum","{unit}","{dram}"',
+                  f'{common},"lts__t_sectors_srcunit_ltcfabric.sum","sector","{fabric}"',
+                  f'{common},"gpu__time_duration.sum","nsecond","{ns}"']
+    return "\n".join(lines) + "\n"
+
+
+def test_parse_units_and_thousand_separators():
+    text = fake_csv([(0.21, "550,800,000,000", "byte", "8,620,000,000", "172,000,000"),
+                     (98.58, "3.9", "Gbyte", "148000000", "143000000")])
+    k = l2.parse_ncu_csv(text)
+    assert set(k) == {0, 1}
+    assert k[0]["dram__bytes_read.sum"] == pytest.approx(550.8e9)
+    assert k[1]["dram__bytes_read.sum"] == pytest.approx(3.9e9)
+    assert k[0]["lts__t_sectors_srcunit_ltcfabric.sum"] == pytest.approx(8.62e9)
+    assert k[1]["lts__t_sector_hit_rate.pct"] == pytest.approx(98.58)
+
+
+def test_parse_rejects_output_without_csv_and_unknown_units():
+    with pytest.raises(ValueError, match="no ncu CSV header"):
+        l2.parse_ncu_csv("==ERR== something failed\n")
+    with pytest.raises(ValueError, match="unknown ncu unit"):
+        l2.parse_ncu_csv(fake_csv([(1.0, "5", "furlong", "1", "1")]))
+
+
+def test_from_csv_writes_measured_next_to_predicted(tmp_path):
+    points = l2.plan(l2.SWEEP[:1])  # B=1 H=128 N=8K, four mappings
+    values = [(0.2 + i, f"{10 + i}", "Gbyte", "1000", "1000000") for i in range(len(points))]
+    csv_path = tmp_path / "raw.csv"
+    csv_path.write_text(fake_csv(values))
+    rc = l2.main(["--quick", "--from-csv", str(csv_path), "--out", str(tmp_path), "--tag", "test"])
+    assert rc == 0
+    data = json.loads((tmp_path / "l2_test.json").read_text())
+    rows = data["rows"]
+    assert [r["mapping"] for r in rows] == list(l2.MAPPINGS)
+    assert [r["hit_rate"] for r in rows] == pytest.approx([0.2 + i for i in range(4)])
+    assert rows[1]["dram_read_bytes"] == pytest.approx(11e9) and rows[1]["time_ms"] == pytest.approx(1.0)
+    by = {r["mapping"]: r for r in rows}
+    assert by["head_first"]["pred_hit_rate"] > 90 > by["block_first"]["pred_hit_rate"]
+    md = (tmp_path / "l2_test.md").read_text()
+    assert "| 1 | 128 | 128 | 8192 | 128 | head_first | 1.20% |" in md
+    assert "Command: `python bench/l2_measure.py --quick --from-csv" in md
+
+
+def test_missing_kernels_leave_measured_fields_empty(tmp_path):
+    points = l2.plan(l2.SWEEP[:1])
+    csv_path = tmp_path / "raw.csv"
+    csv_path.write_text(fake_csv([(50.0, "1", "Gbyte", "1", "1")]))
+    assert l2.main(["--quick", "--from-csv", str(csv_path), "--out", str(tmp_path), "--tag", "t"]) == 1
+    rows = json.loads((tmp_path / "l2_t.json").read_text())["rows"]
+    assert len(rows) == len(points) and rows[0]["hit_rate"] == 50.0 and rows[1]["hit_rate"] is None
+    assert "n/a" in (tmp_path / "l2_t.md").read_text()
