@@ -186,8 +186,10 @@ struct FwdKernel : FwdConfig<kDType, kHeadDim, kCausal> {
   }
 };
 
+// The bound is parenthesised: HIP's __launch_bounds__ is a variadic macro, and the template
+// argument list's commas would otherwise split it into several arguments.
 template <DType kDType, int kHeadDim, bool kCausal>
-CFA_GLOBAL void __launch_bounds__(FwdConfig<kDType, kHeadDim, kCausal>::kThreads)
+CFA_GLOBAL void __launch_bounds__((FwdConfig<kDType, kHeadDim, kCausal>::kThreads))
     fwd_kernel(const FwdParams p) {
   using K = FwdKernel<kDType, kHeadDim, kCausal>;
   extern __shared__ __align__(1024) unsigned char smem_raw[];  // wgmma swizzle atoms

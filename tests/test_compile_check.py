@@ -1,5 +1,6 @@
 """tools/compile_check.py on tiny translation units: it must pass a TU that compiles everywhere
-and uses the matrix cores, and fail loudly on no TU, a compile error, or no v_mfma."""
+and uses the matrix cores (reporting its registers), skip HIP for head dims whose tiles exceed
+gfx942's LDS, and fail loudly on no TU, a compile error, or no v_mfma."""
 import shutil
 import subprocess
 import sys
@@ -42,8 +43,21 @@ def test_passes_and_counts_mfma(tmp_path):
     mfma = KERNEL.replace("MATRIX_OP", "__builtin_amdgcn_mfma_f32_32x32x8f16(x, x, acc, 0, 0, 0)")
     done = compile_check(tmp_path, {"fwd_a.cu": mfma})
     assert done.returncode == 0, done.stdout + done.stderr
-    row = next(line for line in done.stdout.splitlines() if line.startswith("fwd_a.cu"))
-    assert row.split() == ["fwd_a.cu", "ok", "ok", "ok", "1"]
+    row = next(line for line in done.stdout.splitlines() if line.startswith("fwd_a.cu")).split()
+    assert row[:5] == ["fwd_a.cu", "ok", "ok", "ok", "1"]
+    vgpr, agpr, scratch = map(int, row[5:])
+    # The MFMA's 16-float accumulator alone needs 16 registers (VGPRs or AGPRs on gfx942).
+    assert vgpr + agpr >= 16 and scratch == 0
+
+
+def test_skips_hip_for_head_dims_beyond_lds(tmp_path):
+    # No v_mfma in it: compiled for gfx942 it would fail, so passing shows the HIP step was skipped.
+    plain = KERNEL.replace("MATRIX_OP", "acc + (float)x[0]")
+    done = compile_check(tmp_path, {"fwd_bf16_hdim256_full.cu": plain})
+    assert done.returncode == 0, done.stdout + done.stderr
+    row = next(line for line in done.stdout.splitlines() if line.startswith("fwd_bf16_hdim256_full.cu"))
+    assert row.split()[1:4] == ["ok", "ok", "skipped"]
+    assert "[gfx942] skipped: head dim 256 > 128" in done.stdout and "1 skipped" in done.stdout
 
 
 def test_fails_without_mfma_or_on_a_compile_error(tmp_path):
