@@ -2,14 +2,16 @@
 """Compile every framework-free GPU translation unit for NVIDIA and AMD without a GPU.
 
 Each TU (default: csrc/instantiations/*.cu) is compiled
-  - by nvcc for each --cuda-arch (default sm_80, sm_90) to an object file, and
+  - by nvcc for each --cuda-arch (default sm_80, sm_90, and sm_90a, which builds the wgmma
+    path: CFA_WGMMA, as CMake sets it for a Hopper-only build) to an object file, and
   - by clang as HIP for gfx942 (MI300X), device code only, to assembly, which llvm-mc assembles
     into an object that llvm-objdump disassembles; the v_mfma (matrix-core) instructions are
     counted, since a kernel that compiled to none of them would run at a fraction of peak, and
     the register use the compiler reports in the assembly (arch VGPRs, AGPRs, scratch bytes per
     lane: a nonzero scratch size means spills to memory) is shown.
 TUs whose file name says a head dim above HIP_MAX_HEAD_DIM (..._hdim192_...) are skipped for
-gfx942, with the reason: their tiles need more LDS than a workgroup has there.
+gfx942, with the reason: their tiles need more LDS than a workgroup has there; so are the
+backward kernels (bwd_*), which are written on NVIDIA's warp-level mma.sync only.
 The HIP step stops before linking: with -nogpulib the device libraries (ockl/ocml: thread ids,
 math) are absent, and their symbols stay undefined, as they do in any object before the link.
 
@@ -37,6 +39,8 @@ RESOURCES = {"vgpr": "NumVgprs", "agpr": "NumAgprs", "scratch": "ScratchSize"}
 
 def hip_skip_reason(tu):
     """Why a TU is not compiled for the HIP arch, or None."""
+    if tu.name.startswith("bwd_"):
+        return "the backward kernel is NVIDIA-only (warp-level mma.sync)"
     match = re.search(r"_hdim(\d+)_", tu.name)
     if match and int(match.group(1)) > HIP_MAX_HEAD_DIM:
         return (f"head dim {match.group(1)} > {HIP_MAX_HEAD_DIM}: its tiles need more than the "
@@ -61,7 +65,8 @@ def run(cmd):
 
 def nvcc_step(tu, arch, out_dir, args):
     obj = out_dir / f"{tu.stem}.{arch}.o"
-    return run([args.nvcc, "-std=c++20", "-O3", "--expt-relaxed-constexpr", f"-arch={arch}",
+    target = ["-gencode=arch=compute_90a,code=sm_90a", "-DCFA_WGMMA=1"] if arch == "sm_90a" else [f"-arch={arch}"]
+    return run([args.nvcc, "-std=c++20", "-O3", "--expt-relaxed-constexpr", *target,
                 "-I", str(args.include), "-c", str(tu), "-o", str(obj)])
 
 
@@ -113,7 +118,7 @@ def parse_args(argv):
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
     p.add_argument("--keep", type=Path, help="keep objects and assembly in this folder")
     args = p.parse_args(argv)
-    args.cuda_arch = args.cuda_arch or ["sm_80", "sm_90"]
+    args.cuda_arch = args.cuda_arch or ["sm_80", "sm_90", "sm_90a"]
     return args
 
 

@@ -34,6 +34,19 @@ constexpr int kSmemPad = 8;
 // LDS a workgroup can allocate on gfx942.
 constexpr int kMaxSmemBytes = 64 * 1024;
 
+// Tiling choices as on the sm80 path (two m-tiles per wave up to D=128, 32 keys per step there).
+constexpr int padded_head_dim(int d) { return d; }
+constexpr int m_tiles_per_warp(int d) { return d <= 128 ? 2 : 1; }
+constexpr int block_n(int d) { return m_tiles_per_warp(d) == 2 && d > 64 ? 32 : 64; }
+
+template <int kRows, int kD>
+struct SmemTile {
+  static constexpr int kTileRows = kRows, kTileCols = kD;
+  static constexpr int kStride = kD + kSmemPad;
+  static constexpr int kElems = kRows * kStride;
+  static CFA_DEVICE int offset(int row, int col) { return row * kStride + col; }
+};
+
 // bfloat16 as 16 raw bits; built from a float with round-to-nearest-even (NaN stays NaN).
 struct BFloat16 {
   uint16_t bits;
@@ -130,7 +143,7 @@ CFA_DEVICE void set_acc_tile(Acc<kMT, kN>& acc, int t, int nt, Float4 v) {
 // 16-byte LDS read; entries 4h..4h+3 feed MFMA k-step h in {0, 1}. The k index of a step may
 // map to any head-dim column as long as A and B agree, and both use this mapping.
 template <typename T, int kMT, int kN, int kD>
-CFA_DEVICE void gemm_qk(Acc<kMT, kN>& s, const T* sQ, const T* sK, int stride, int lane) {
+CFA_DEVICE void wave_gemm_qk(Acc<kMT, kN>& s, const T* sQ, const T* sK, int stride, int lane) {
   static_assert(kD % 32 == 0, "gemm_qk walks the head dim 32 columns at a time");
   Float4 acc[kMT][kN / 16];
 #pragma unroll
@@ -196,7 +209,7 @@ CFA_DEVICE void pack_p(PFrag<T, kMT, kN>& pf, const Acc<kMT, kN>& p) {
 // Lanes 16g..16g+15 read 16 consecutive entries of one row; rows of groups g, g+1 sit 4 rows
 // apart, in disjoint banks with kSmemPad (see there).
 template <typename T, int kMT, int kN, int kD>
-CFA_DEVICE void gemm_pv(Acc<kMT, kD>& o, const PFrag<T, kMT, kN>& pf, const T* sV, int stride, int lane) {
+CFA_DEVICE void wave_gemm_pv(Acc<kMT, kD>& o, const PFrag<T, kMT, kN>& pf, const T* sV, int stride, int lane) {
   const int r = lane % 16, g = lane / 16;
   const uint16_t* v_lane = reinterpret_cast<const uint16_t*>(sV) + 4 * g * stride + r;
 #pragma unroll
@@ -211,6 +224,18 @@ CFA_DEVICE void gemm_pv(Acc<kMT, kD>& o, const PFrag<T, kMT, kN>& pf, const T* s
       for (int t = 0; t < kMT; ++t) set_acc_tile(o, t, dt, mfma_16x16x16<T>(a, pf.b[t][kk], acc_tile(o, t, dt)));
     }
   }
+}
+
+// The arch interface: wave `warp` owns rows 16*kMT*warp.. of the Q tile.
+template <typename T, int kMT, int kN, int kD, int kQRows>
+CFA_DEVICE void gemm_qk(Acc<kMT, kN>& s, const T* sQ, const T* sK, int warp, int lane) {
+  constexpr int stride = SmemTile<kQRows, kD>::kStride;
+  wave_gemm_qk<T, kMT, kN, kD>(s, sQ + warp * 16 * kMT * stride, sK, stride, lane);
+}
+template <typename T, int kMT, int kN, int kD>
+CFA_DEVICE void gemm_pv(Acc<kMT, kD>& o, const PFrag<T, kMT, kN>& pf, const T* sV, int warp, int lane) {
+  (void)warp;
+  wave_gemm_pv<T, kMT, kN, kD>(o, pf, sV, SmemTile<kN, kD>::kStride, lane);
 }
 
 CFA_DEVICE void block_sync() { __syncthreads(); }
