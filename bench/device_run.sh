@@ -29,7 +29,7 @@ for s in "$@"; do
   stage "$s"
   case $s in
     smoke) python3 bench/gpu_smoke.py 2>&1 | tee "$OUT/smoke.log" | tail -15 || status=1 ;;
-    tests) HYPOTHESIS_PROFILE=device python3 -m pytest tests -q -m gpu -x 2>&1 | tee "$OUT/tests.log" | tail -15 || status=1 ;;
+    tests) HYPOTHESIS_PROFILE=${HYPOTHESIS_PROFILE:-device} timeout ${TEST_TIMEOUT:-300} python3 -m pytest tests -q -m gpu -x 2>&1 | tee "$OUT/tests.log" | tail -15 || status=1 ;;
     sanitize)
       for tool in memcheck racecheck; do
         compute-sanitizer --tool $tool --error-exitcode 9 python3 bench/sanitize_cases.py \
@@ -37,7 +37,7 @@ for s in "$@"; do
         echo "$tool: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitize_$tool.log" | tail -1)"
       done ;;
     bench) python3 bench/fwd.py --out "$OUT" ${BENCH_ARGS:-} 2>&1 | tee "$OUT/bench.log" | tail -30 || status=1 ;;
-    l2) python3 bench/l2_measure.py --out "$OUT" ${L2_ARGS:-} 2>&1 | tee "$OUT/l2.log" | tail -20 || status=1 ;;
+    l2) python3 bench/l2_measure.py --out "$OUT" ${L2_ARGS:---block-n 128 --wgs-per-cu 1} 2>&1 | tee "$OUT/l2.log" | tail -20 || status=1 ;;
     bwd) python3 bench/bwd.py --out "$OUT" ${BWD_ARGS:-} 2>&1 | tee "$OUT/bwd.log" | tail -20 || status=1 ;;
     *) echo "unknown stage $s"; status=1 ;;
   esac

@@ -1,4 +1,4 @@
-"""Small launches covering the kernel's edge paths, for compute-sanitizer (memcheck, racecheck)."""
+"""Small launches covering the kernels' edge paths (forward and backward), for compute-sanitizer."""
 import torch
 
 import chiplet_fa  # noqa: F401
@@ -15,5 +15,9 @@ for b, nq, nk, hq, hkv, d, causal, dtype, mapping in CASES:
     k = torch.randn(b, nk, hkv, d, device="cuda", dtype=dtype)
     v = torch.randn(b, nk, hkv, d, device="cuda", dtype=dtype)
     out, lse = torch.ops.chiplet_fa.fwd(q, k, v, None, causal, mapping, 8)
+    if d <= 128:  # the GPU backward's head dims, atomic and deterministic dQ
+        dout = torch.randn_like(out)
+        for deterministic in (False, True):
+            torch.ops.chiplet_fa.bwd(dout, q, k, v, out, lse, None, causal, mapping, 8, deterministic)
 torch.cuda.synchronize()
 print("sanitize cases ran")

@@ -44,8 +44,9 @@ def test_passes_and_counts_mfma(tmp_path):
     done = compile_check(tmp_path, {"fwd_a.cu": mfma})
     assert done.returncode == 0, done.stdout + done.stderr
     row = next(line for line in done.stdout.splitlines() if line.startswith("fwd_a.cu")).split()
-    assert row[:5] == ["fwd_a.cu", "ok", "ok", "ok", "1"]
-    vgpr, agpr, scratch = map(int, row[5:])
+    # sm_80, sm_90, sm_90a (wgmma build), gfx942, then the v_mfma count
+    assert row[:6] == ["fwd_a.cu", "ok", "ok", "ok", "ok", "1"]
+    vgpr, agpr, scratch = map(int, row[6:])
     # The MFMA's 16-float accumulator alone needs 16 registers (VGPRs or AGPRs on gfx942).
     assert vgpr + agpr >= 16 and scratch == 0
 
@@ -56,8 +57,15 @@ def test_skips_hip_for_head_dims_beyond_lds(tmp_path):
     done = compile_check(tmp_path, {"fwd_bf16_hdim256_full.cu": plain})
     assert done.returncode == 0, done.stdout + done.stderr
     row = next(line for line in done.stdout.splitlines() if line.startswith("fwd_bf16_hdim256_full.cu"))
-    assert row.split()[1:4] == ["ok", "ok", "skipped"]
+    assert row.split()[1:5] == ["ok", "ok", "ok", "skipped"]
     assert "[gfx942] skipped: head dim 256 > 128" in done.stdout and "1 skipped" in done.stdout
+
+
+def test_skips_hip_for_the_nvidia_only_backward(tmp_path):
+    plain = KERNEL.replace("MATRIX_OP", "acc + (float)x[0]")
+    done = compile_check(tmp_path, {"bwd_bf16_hdim64_full.cu": plain})
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "[gfx942] skipped: the backward kernel is NVIDIA-only" in done.stdout
 
 
 def test_fails_without_mfma_or_on_a_compile_error(tmp_path):
