@@ -29,7 +29,7 @@ for s in "$@"; do
   stage "$s"
   case $s in
     smoke) python3 bench/gpu_smoke.py 2>&1 | tee "$OUT/smoke.log" | tail -15 || status=1 ;;
-    tests) HYPOTHESIS_PROFILE=${HYPOTHESIS_PROFILE:-device} timeout ${TEST_TIMEOUT:-300} python3 -m pytest tests -q -m gpu -x 2>&1 | tee "$OUT/tests.log" | tail -15 || status=1 ;;
+    tests) HYPOTHESIS_PROFILE=${HYPOTHESIS_PROFILE:-device} timeout ${TEST_TIMEOUT:-300} python3 -m pytest tests -q -m gpu --maxfail=10 2>&1 | tee "$OUT/tests.log" | tail -15 || status=1 ;;
     sanitize)
       for tool in memcheck racecheck; do
         compute-sanitizer --tool $tool --error-exitcode 9 python3 bench/sanitize_cases.py \
