@@ -17,12 +17,24 @@ stage() { echo "=== $1 ($(date +%T))"; }
 
 stage build
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader | tee "$OUT/gpu.txt"
-CHIPLET_FA_CUDA_ARCHS=${CHIPLET_FA_CUDA_ARCHS:-90a} MAX_JOBS=${MAX_JOBS:-16} \
-  python3 setup.py build_ext --inplace > "$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }
+build() {
+  CHIPLET_FA_CUDA_ARCHS=${CHIPLET_FA_CUDA_ARCHS:-90a} MAX_JOBS=${MAX_JOBS:-16} \
+    python3 setup.py build_ext --inplace > "$OUT/build.log" 2>&1
+}
+# The H200 image's default g++ (/opt/gcc) gave an extension whose first formatted error message
+# (c10::str of an integer) segfaulted inside a copy of std::ostream code in _C.so itself.
+# Prefer the system compiler; fall back to the default one if it cannot build.
+if [ -x /usr/bin/g++ ]; then
+  export CXX=/usr/bin/g++ CUDAHOSTCXX=/usr/bin/g++
+  build || { echo "system g++ failed, retrying with the default compiler"; unset CXX CUDAHOSTCXX; rm -rf build; }
+fi
+[ -f "$OUT/build.log" ] && grep -q "copying build" "$OUT/build.log" || build || { tail -40 "$OUT/build.log"; exit 1; }
+grep -E "compiler identification" "$OUT/build.log"
 grep -E "ptxas info.*(registers|spill)|Function properties for .*fwd_kernel" "$OUT/build.log" \
   | sed 's/ptxas info    : //' > "$OUT/ptxas.txt"
 tail -3 "$OUT/build.log"
 so=$(ls chiplet_fa/_C*.so)
+echo "ostream code defined in _C.so: $(nm -C --defined-only "$so" | grep -c 'basic_ostream<char, std::char_traits<char> >::_M_insert<long>')"
 echo "SASS: $(cuobjdump -sass "$so" | grep -oE 'HGMMA|HMMA|LDSM' | sort | uniq -c | tr '\n' ' ')"
 
 for s in "$@"; do
