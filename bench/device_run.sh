@@ -21,8 +21,9 @@ build() {
   CHIPLET_FA_CUDA_ARCHS=${CHIPLET_FA_CUDA_ARCHS:-90a} MAX_JOBS=${MAX_JOBS:-16} \
     python3 setup.py build_ext --inplace > "$OUT/build.log" 2>&1
 }
-# The H200 image's default g++ (/opt/gcc) gave an extension whose first formatted error message
-# (c10::str of an integer) segfaulted inside a copy of std::ostream code in _C.so itself.
+# The H200 image's default g++ (/opt/gcc, GCC 13.3) put a copy of libstdc++'s ostream code into
+# _C.so, and the first formatted error message (c10::str of an integer) segfaulted in it; built
+# by /usr/bin/g++ (also GCC 13.3) the .so defines none and the error tests pass (2026-11-29).
 # Prefer the system compiler; fall back to the default one if it cannot build.
 if [ -x /usr/bin/g++ ]; then
   export CXX=/usr/bin/g++ CUDAHOSTCXX=/usr/bin/g++

@@ -25,7 +25,9 @@ SWEEP = [(1, 128, 128, 8192, 128), (1, 128, 128, 32768, 128), (1, 64, 8, 32768, 
 NUM_XCDS = 8  # the swizzled mappings assume 8 XCDs, as in ANCHORS.md; naive ones ignore it
 UNIT_SCALE = {"": 1, "%": 1, "byte": 1, "kbyte": 1e3, "mbyte": 1e6, "gbyte": 1e9, "tbyte": 1e12,
               "sector": 1, "ksector": 1e3, "msector": 1e6, "gsector": 1e9, "nsecond": 1e-9,
-              "usecond": 1e-6, "msecond": 1e-3, "second": 1, "cycle": 1}
+              "usecond": 1e-6, "msecond": 1e-3, "second": 1, "cycle": 1,
+              # ncu 2025.3 prints durations as ns/us/ms/s even with --print-units base
+              "ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1}
 
 
 def plan(sweep):
