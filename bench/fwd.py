@@ -18,6 +18,11 @@ from timing import attention_flops, time_ms  # noqa: E402
 
 import chiplet_fa  # noqa: E402
 
+try:  # a progress bar where tqdm is installed (it is on the H200 image), plain lines otherwise
+    from tqdm import tqdm
+except ImportError:
+    tqdm = None
+
 MAPPINGS = ("block_first", "head_first", "swizzled_block_first", "swizzled_head_first")
 SDPA = {"sdpa_flash": SDPBackend.FLASH_ATTENTION, "sdpa_cudnn": SDPBackend.CUDNN_ATTENTION,
         "sdpa_efficient": SDPBackend.EFFICIENT_ATTENTION}
@@ -101,13 +106,20 @@ def main():
     causals = {"both": (False, True), "yes": (True,), "no": (False,)}[args.causal]
     shapes = [(s, c) for s in (QUICK if args.quick else SWEEP) for c in causals]
     rows = []
+    bar = tqdm(total=len(shapes), unit="shape") if tqdm else None
     for i, (shape, causal) in enumerate(shapes):
         rows.append(run_shape(*shape, causal, args.num_xcds))
         r = rows[-1]
-        print(f"[{i + 1}/{len(shapes)}] {shape} causal={causal}: head_first {r['head_first']:.0f}, "
-              f"block_first {r['block_first']:.0f}, flash {fmt(r['sdpa_flash'])}, cudnn {fmt(r['sdpa_cudnn'])}",
-              flush=True)
+        line = (f"{shape} causal={causal}: head_first {r['head_first']:.0f}, block_first "
+                f"{r['block_first']:.0f}, flash {fmt(r['sdpa_flash'])}, cudnn {fmt(r['sdpa_cudnn'])}")
+        if bar:
+            bar.set_postfix_str(line)
+            bar.update()
+        else:
+            print(f"[{i + 1}/{len(shapes)}] {line}", flush=True)
         torch.cuda.empty_cache()
+    if bar:
+        bar.close()
     gpu = torch.cuda.get_device_name().replace(" ", "_")
     args.out.mkdir(parents=True, exist_ok=True)
     command = "python bench/fwd.py " + " ".join(sys.argv[1:])
