@@ -5,38 +5,14 @@ under flash-attention's rule; prints one line per case and exits non-zero on any
 """
 import itertools
 import sys
+from pathlib import Path
 
 import torch
 
 import chiplet_fa  # noqa: F401
 
-
-def reference(q, k, v, causal, scale):
-    g = q.size(2) // k.size(2)
-    qd, kd, vd = q.double(), k.double().repeat_interleave(g, 2), v.double().repeat_interleave(g, 2)
-    s = torch.einsum("bqhd,bkhd->bhqk", qd, kd) * scale
-    if causal:
-        nq, nk = q.size(1), k.size(1)
-        i = torch.arange(nq, device=q.device)[:, None]
-        j = torch.arange(nk, device=q.device)[None]
-        s = s.masked_fill(j > i + nk - nq, float("-inf"))
-    lse = torch.logsumexp(s, -1)
-    p = torch.softmax(s, -1).nan_to_num()
-    return torch.einsum("bhqk,bkhd->bqhd", p, vd), lse
-
-
-def low_precision(q, k, v, causal, scale):
-    """The same math in the input dtype, for the 2x rule."""
-    g = q.size(2) // k.size(2)
-    kk, vv = k.repeat_interleave(g, 2), v.repeat_interleave(g, 2)
-    s = torch.einsum("bqhd,bkhd->bhqk", q, kk) * scale
-    if causal:
-        nq, nk = q.size(1), k.size(1)
-        i = torch.arange(nq, device=q.device)[:, None]
-        j = torch.arange(nk, device=q.device)[None]
-        s = s.masked_fill(j > i + nk - nq, float("-inf"))
-    p = torch.softmax(s.float(), -1).nan_to_num().to(q.dtype)
-    return torch.einsum("bhqk,bkhd->bqhd", p, vv)
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from reference import attention_ref  # noqa: E402  (the tests' fp64 reference)
 
 
 def main():
@@ -49,12 +25,11 @@ def main():
         q = torch.randn(b, nq, hq, d, device="cuda", dtype=dtype)
         k = torch.randn(b, nk, hkv, d, device="cuda", dtype=dtype)
         v = torch.randn(b, nk, hkv, d, device="cuda", dtype=dtype)
-        scale = d ** -0.5
         out, lse = torch.ops.chiplet_fa.fwd(q, k, v, None, causal, mapping, 8)
         torch.cuda.synchronize()
-        ref, ref_lse = reference(q, k, v, causal, scale)
+        ref, ref_lse = attention_ref(q, k, v, causal)
         err = (out.double() - ref).abs().max().item()
-        base = (low_precision(q, k, v, causal, scale).double() - ref).abs().max().item()
+        base = (attention_ref(q, k, v, causal, dtype=dtype)[0].double() - ref).abs().max().item()
         finite = torch.isfinite(ref_lse)
         lse_err = (lse.double()[finite] - ref_lse[finite]).abs().max().item() if finite.any() else 0.0
         masked_ok = bool((lse[~finite] == float("-inf")).all()) and not out.isnan().any()
