@@ -105,7 +105,8 @@ std::tuple<at::Tensor, at::Tensor> fwd_cpu(const at::Tensor& q, const at::Tensor
   switch (dtype_of(q)) {
     case DType::kFloat16: fwd_all_tiles<at::Half, float>(p); break;
     case DType::kBFloat16: fwd_all_tiles<at::BFloat16, float>(p); break;
-    case DType::kFloat32: fwd_all_tiles<float, float>(p); break;
+    // fp32 sums 256-term dot products: a float accumulator loses to torch's blocked matmul.
+    case DType::kFloat32: fwd_all_tiles<float, double>(p); break;
     case DType::kFloat64: fwd_all_tiles<double, double>(p); break;
   }
   return {out, lse};

@@ -124,7 +124,7 @@ void bind_locality(py::module_& root) {
       "Trace-driven simulation: every K/V tile read of the FA2 forward through per-domain "
       "set-associative LRU caches. Returns byte counts, hit_rate (all L2 traffic, as Nsight) and "
       "kv_hit_rate. progress(done, total) is called about every 0.1 s.";
-  const char* est_doc = "Closed-form estimate of the same quantities (see README.md, "L2 locality model").";
+  const char* est_doc = "Closed-form estimate of the same quantities (see README.md, section L2 locality model).";
   for (int i = 0; i < 2; ++i) {
     m.def(i ? "simulate" : "estimate", run(i == 1), py::arg("topology"), py::arg("batch"),
           py::arg("num_q_heads"), py::arg("num_kv_heads"), py::arg("seqlen_q"), py::arg("seqlen_k"),
