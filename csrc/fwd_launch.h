@@ -8,8 +8,6 @@ namespace chiplet_fa {
 
 // Rows per workgroup of every GPU forward instantiation (fixes num_m_blocks for the mapping).
 constexpr int kGpuBlockM = 128;
-// Head dims with an instantiation; other multiples of 8 run in the next larger one.
-constexpr int kGpuHeadDims[] = {32, 64, 96, 128, 192, 256};
 
 #if defined(CFA_CUDA) || defined(CFA_HIP)
 template <DType kDType, int kHeadDim, bool kCausal>
