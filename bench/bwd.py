@@ -9,7 +9,6 @@ out and lse) with atomic dQ; the `det` column is deterministic mode under head_f
 backward times torch.autograd.grad over a retained graph.
 """
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -18,7 +17,7 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from timing import attention_flops, time_ms  # noqa: E402
+from timing import attention_flops, fmt, save_results, time_ms  # noqa: E402
 
 import chiplet_fa  # noqa: E402,F401  (registers the operators)
 
@@ -79,10 +78,6 @@ def run_shape(b, hq, hkv, n, d, causal, num_xcds):
     return row
 
 
-def fmt(x):
-    return "n/a" if x is None else f"{x:.0f}"
-
-
 def best_mapping(r, kind):
     return max(MAPPINGS, key=lambda m: r[f"{m}_{kind}"])
 
@@ -129,12 +124,7 @@ def main():
               + f", det {r['head_first_det_bwd']:.0f}, flash {fmt(r['sdpa_flash_bwd'])}, "
               f"cudnn {fmt(r['sdpa_cudnn_bwd'])}", flush=True)
         torch.cuda.empty_cache()
-    gpu = torch.cuda.get_device_name().replace(" ", "_")
-    args.out.mkdir(parents=True, exist_ok=True)
-    command = "python bench/bwd.py " + " ".join(sys.argv[1:])
-    (args.out / f"bwd_{gpu}.json").write_text(json.dumps({"gpu": gpu, "command": command, "rows": rows}, indent=1))
-    md = markdown(rows, gpu, command)
-    (args.out / f"bwd_{gpu}.md").write_text(md)
+    md, _ = save_results(args.out, "bwd", rows, markdown)
     print(md)
 
 

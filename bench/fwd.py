@@ -5,7 +5,6 @@
 Writes fwd_<gpu>.md and fwd_<gpu>.json; --plot draws TFLOP/s per mapping (needs matplotlib).
 """
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -14,7 +13,7 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from timing import attention_flops, time_ms  # noqa: E402
+from timing import attention_flops, fmt, save_results, time_ms  # noqa: E402
 
 import chiplet_fa  # noqa: E402
 
@@ -54,10 +53,6 @@ def run_shape(b, hq, hkv, n, d, causal, num_xcds):
         except RuntimeError:
             row[name] = None  # backend does not support this shape
     return row
-
-
-def fmt(x):
-    return "n/a" if x is None else f"{x:.0f}"
 
 
 def markdown(rows, gpu, command):
@@ -120,12 +115,7 @@ def main():
         torch.cuda.empty_cache()
     if bar:
         bar.close()
-    gpu = torch.cuda.get_device_name().replace(" ", "_")
-    args.out.mkdir(parents=True, exist_ok=True)
-    command = "python bench/fwd.py " + " ".join(sys.argv[1:])
-    (args.out / f"fwd_{gpu}.json").write_text(json.dumps({"gpu": gpu, "command": command, "rows": rows}, indent=1))
-    md = markdown(rows, gpu, command)
-    (args.out / f"fwd_{gpu}.md").write_text(md)
+    md, gpu = save_results(args.out, "fwd", rows, markdown)
     if args.plot:
         plot(rows, args.out / f"fwd_{gpu}.png")
     print(md)

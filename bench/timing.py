@@ -1,5 +1,9 @@
-"""Device timing shared by the benchmarks: CUDA events, warm-up, median of repeats."""
+"""Shared by the benchmarks: device timing (CUDA events, warm-up, median of repeats), FLOP
+counts and writing a result table."""
+import json
 import statistics
+import sys
+from pathlib import Path
 
 import torch
 
@@ -23,3 +27,22 @@ def attention_flops(batch, heads, seqlen_q, seqlen_k, head_dim, causal):
     """Forward FLOPs (two matmuls); causal counts half, as the anchors and flash-attention do."""
     flops = 4.0 * batch * heads * seqlen_q * seqlen_k * head_dim
     return flops / 2 if causal else flops
+
+
+def fmt(tflops):
+    """A TFLOP/s table cell; n/a where a backend did not run the shape."""
+    return "n/a" if tflops is None else f"{tflops:.0f}"
+
+
+def save_results(out: Path, stem: str, rows, markdown):
+    """Write <stem>_<gpu>.json and .md (markdown(rows, gpu, command) gives the table) under out,
+    with the command line that produced them; returns (markdown, gpu name as in the file names)."""
+    import torch
+
+    gpu = torch.cuda.get_device_name().replace(" ", "_")
+    command = f"python bench/{stem}.py " + " ".join(sys.argv[1:])
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{stem}_{gpu}.json").write_text(json.dumps({"gpu": gpu, "command": command, "rows": rows}, indent=1))
+    md = markdown(rows, gpu, command)
+    (out / f"{stem}_{gpu}.md").write_text(md)
+    return md, gpu
