@@ -17,8 +17,8 @@
 #include "arch/arch.h"
 #include "bwd_launch.h"
 #include "bwd_params.h"
-#include "fwd_kernel.h"  // load_tile
 #include "mapping.h"
+#include "tile_io.h"
 
 namespace chiplet_fa {
 
@@ -104,8 +104,8 @@ struct BwdKvKernel {
 
     const T* k = static_cast<const T*>(p.k) + tile.batch * p.k_batch_stride + tile.kv_head * p.k_head_stride;
     const T* v = static_cast<const T*>(p.v) + tile.batch * p.v_batch_stride + tile.kv_head * p.v_head_stride;
-    load_tile<arch::PaddedTile<kBlockN, kHeadDim>, Cfg::kThreads>(sK, k, p.k_row_stride, n0, p.seqlen_k, p.head_dim);
-    load_tile<arch::PaddedTile<kBlockN, kHeadDim>, Cfg::kThreads>(sV, v, p.v_row_stride, n0, p.seqlen_k, p.head_dim);
+    load_tile<arch::PaddedTile<kBlockN, kHeadDim>, Cfg::kThreads>(sK, k, p.k_row_stride, n0, p.seqlen_k, p.head_dim, threadIdx.x);
+    load_tile<arch::PaddedTile<kBlockN, kHeadDim>, Cfg::kThreads>(sV, v, p.v_row_stride, n0, p.seqlen_k, p.head_dim, threadIdx.x);
     arch::copy_commit();
     arch::copy_wait<0>();  // made visible by the block_sync that opens every query block
 
@@ -128,8 +128,8 @@ struct BwdKvKernel {
       for (int mb = m_block_begin; mb < m_blocks; ++mb) {
         const int m0 = mb * kBlockM;
         arch::block_sync();  // every warp is done with the previous block's Q, dO, dS^T
-        load_tile<arch::PaddedTile<kBlockM, kHeadDim>, Cfg::kThreads>(sQ, q, p.q_row_stride, m0, p.seqlen_q, p.head_dim);
-        load_tile<arch::PaddedTile<kBlockM, kHeadDim>, Cfg::kThreads>(sdO, dout, p.do_row_stride, m0, p.seqlen_q, p.head_dim);
+        load_tile<arch::PaddedTile<kBlockM, kHeadDim>, Cfg::kThreads>(sQ, q, p.q_row_stride, m0, p.seqlen_q, p.head_dim, threadIdx.x);
+        load_tile<arch::PaddedTile<kBlockM, kHeadDim>, Cfg::kThreads>(sdO, dout, p.do_row_stride, m0, p.seqlen_q, p.head_dim, threadIdx.x);
         arch::copy_commit();
         for (int r = threadIdx.x; r < kBlockM; r += Cfg::kThreads) {
           sLse[r] = lse_log2_or_inf(p, lse, m0 + r);
@@ -231,8 +231,8 @@ struct BwdDqKernel {
     T* sdO = sQ + kBlockM * kStride;
     T* sK = sdO + kBlockM * kStride;
     T* sV = sK + kBlockN * kStride;
-    load_tile<arch::PaddedTile<kBlockM, kHeadDim>, Cfg::kThreads>(sQ, q, p.q_row_stride, m0, p.seqlen_q, p.head_dim);
-    load_tile<arch::PaddedTile<kBlockM, kHeadDim>, Cfg::kThreads>(sdO, dout, p.do_row_stride, m0, p.seqlen_q, p.head_dim);
+    load_tile<arch::PaddedTile<kBlockM, kHeadDim>, Cfg::kThreads>(sQ, q, p.q_row_stride, m0, p.seqlen_q, p.head_dim, threadIdx.x);
+    load_tile<arch::PaddedTile<kBlockM, kHeadDim>, Cfg::kThreads>(sdO, dout, p.do_row_stride, m0, p.seqlen_q, p.head_dim, threadIdx.x);
     arch::copy_commit();
     float lse_log2[kSlots], delta[kSlots];
 #pragma unroll
@@ -252,8 +252,8 @@ struct BwdDqKernel {
     if (kCausal) n_end = min(n_end, m0 + kBlockM + p.causal_offset());
     for (int n0 = 0; n0 < n_end; n0 += kBlockN) {
       arch::block_sync();  // every warp is done with the previous K/V
-      load_tile<arch::PaddedTile<kBlockN, kHeadDim>, Cfg::kThreads>(sK, k, p.k_row_stride, n0, p.seqlen_k, p.head_dim);
-      load_tile<arch::PaddedTile<kBlockN, kHeadDim>, Cfg::kThreads>(sV, v, p.v_row_stride, n0, p.seqlen_k, p.head_dim);
+      load_tile<arch::PaddedTile<kBlockN, kHeadDim>, Cfg::kThreads>(sK, k, p.k_row_stride, n0, p.seqlen_k, p.head_dim, threadIdx.x);
+      load_tile<arch::PaddedTile<kBlockN, kHeadDim>, Cfg::kThreads>(sV, v, p.v_row_stride, n0, p.seqlen_k, p.head_dim, threadIdx.x);
       arch::copy_commit();
       arch::copy_wait<0>();  // K, V (and Q, dO on the first block)
       arch::block_sync();

@@ -1,13 +1,17 @@
 // Definition of run_fwd, included only by the generated instantiation units.
 #pragma once
+#if defined(CFA_WGMMA)
+#include "fwd_kernel_sm90.h"  // warp-specialised: the Hopper-only build
+#else
 #include "fwd_kernel.h"
+#endif
 #include "fwd_launch.h"
 
 namespace chiplet_fa {
 
 template <DType kDType, int kHeadDim, bool kCausal>
 void run_fwd(const FwdParams& params, cfaStream_t stream) {
-  using Cfg = FwdConfig<kDType, kHeadDim, kCausal>;
+  using Cfg = FwdKernel<kDType, kHeadDim, kCausal>;
   static_assert(Cfg::kBlockM == kGpuBlockM, "the binding sizes the grid with kGpuBlockM");
   auto kernel = fwd_kernel<kDType, kHeadDim, kCausal>;
 #if defined(CFA_CUDA)

@@ -34,6 +34,22 @@ struct FwdParams {
   CFA_HOST_DEVICE GridShape grid_shape() const { return GridShape{batch, num_q_heads, num_m_blocks(), num_xcds}; }
   // Bottom-right causal alignment: query row i sees keys j <= i + causal_offset().
   CFA_HOST_DEVICE int32_t causal_offset() const { return seqlen_k - seqlen_q; }
+
+  // Element offsets of one (batch, query head)'s slabs; GQA picks the KV head by index.
+  struct HeadOffsets {
+    int64_t q, k, v, out, lse;
+  };
+  CFA_HOST_DEVICE HeadOffsets head_offsets(int32_t b, int32_t q_head) const {
+    const int32_t kv_head = q_head / (num_q_heads / num_kv_heads);
+    return {b * q_batch_stride + q_head * q_head_stride, b * k_batch_stride + kv_head * k_head_stride,
+            b * v_batch_stride + kv_head * v_head_stride, b * o_batch_stride + q_head * o_head_stride,
+            (int64_t(b) * num_q_heads + q_head) * seqlen_q};
+  }
+  // One past the last key that query rows below row_end can see (keys past it are never loaded).
+  CFA_HOST_DEVICE int32_t key_end(int32_t row_end) const {
+    const int32_t limit = row_end + causal_offset();
+    return causal && limit < seqlen_k ? (limit > 0 ? limit : 0) : seqlen_k;
+  }
 };
 
 }  // namespace chiplet_fa

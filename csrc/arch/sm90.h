@@ -1,7 +1,10 @@
-// NVIDIA sm_90a path: warpgroup MMA (wgmma). A warpgroup (4 warps) multiplies 64 query rows
-// per instruction with K and V read by the tensor cores straight from shared memory, so the
-// ldmatrix traffic that bounds the mma.sync path disappears. Each warp still owns one 16-row
-// m-tile and sees the m16n8 accumulator layout, so the kernel's softmax code is unchanged.
+// NVIDIA sm_90a path: warpgroup MMA (wgmma), used by the warp-specialised forward kernel
+// (fwd_kernel_sm90.h). A warpgroup (4 warps) multiplies 64 query rows per instruction with K
+// and V read by the tensor cores straight from shared memory, so the ldmatrix traffic that
+// bounds the mma.sync path disappears. Each warp still owns one 16-row m-tile and sees the
+// m16n8 accumulator layout, so the online softmax code is the one every path uses.
+// The products are asynchronous: issue, wgmma_commit, then wgmma_wait before touching the
+// accumulators.
 // Shared-memory tiles are stored as 64-column panels ([row][64] with the 128-byte swizzle,
 // 16-byte chunk index XOR row % 8), the canonical layout wgmma reads K-major (Q, K) and,
 // with the transpose bit, N-major (V).
@@ -14,7 +17,6 @@ namespace chiplet_fa::arch {
 
 // Panels are 64 columns wide: head dims below a multiple of 64 run zero-padded.
 constexpr int padded_head_dim(int d) { return (d + 63) / 64 * 64; }
-constexpr int m_tiles_per_warp(int) { return 1; }
 // S (64 x kN per warpgroup) and O (64 x D) share the register file: 128 keys up to D=128.
 constexpr int block_n(int d) { return d <= 128 ? 128 : 64; }
 
@@ -38,18 +40,28 @@ CFA_DEVICE uint64_t smem_desc(const void* smem, uint32_t leading_bytes, uint32_t
 }
 
 CFA_DEVICE void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
-CFA_DEVICE void wgmma_commit_and_wait() {
-  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-  asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+CFA_DEVICE void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int kPending>
+CFA_DEVICE void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kPending) : "memory");
+}
+// Ties registers an in-flight wgmma reads or writes to this point of the program, so the
+// compiler neither moves them nor touches them between issue and wait.
+template <int kN>
+CFA_DEVICE void pin(float (&x)[kN]) {
+#pragma unroll
+  for (int i = 0; i < kN; ++i) asm volatile("" : "+f"(x[i])::"memory");
+}
+template <int kN>
+CFA_DEVICE void pin(uint32_t (&x)[kN]) {
+#pragma unroll
+  for (int i = 0; i < kN; ++i) asm volatile("" : "+r"(x[i])::"memory");
 }
 
-// s = Q K^T for the warpgroup of `warp` (64 rows of the kQRows-row Q tile) and kN keys.
-template <typename T, int kMT, int kN, int kD, int kQRows>
-CFA_DEVICE void gemm_qk(Acc<kMT, kN>& s, const T* sQ, const T* sK, int warp, int lane) {
-  static_assert(kMT == 1, "a warp owns one 16-row slice of its warpgroup's 64 rows");
-  (void)lane;
-  const T* q = sQ + (warp / 4) * 64 * 64;  // row 64 * (warp / 4) of panel 0
-  wgmma_fence();
+// Issues s = Q K^T for consumer warpgroup `wg` (rows 64 wg.. of the kQRows-row Q tile).
+template <typename T, int kN, int kD, int kQRows>
+CFA_DEVICE void wgmma_qk(Acc<1, kN>& s, const T* sQ, const T* sK, int wg) {
+  const T* q = sQ + wg * 64 * 64;  // row 64 * wg of panel 0
 #pragma unroll
   for (int kk = 0; kk < kD / 16; ++kk) {
     // Within a panel a 16-column step is a 32-byte move of the start address; the hardware
@@ -59,22 +71,17 @@ CFA_DEVICE void gemm_qk(Acc<kMT, kN>& s, const T* sQ, const T* sK, int warp, int
     const uint64_t b = smem_desc(sK + panel * SmemTile<kN, kD>::kPanel + step, 16, 1024);
     Wgmma<T, kN>::ss(s.x, a, b, kk > 0);
   }
-  wgmma_commit_and_wait();
 }
 
-// o += P V: P from registers (the m16 A layout per warp), V read N-major: 8-key groups are
-// 1024 bytes apart, 64-column panels kN * 128 bytes apart.
-template <typename T, int kMT, int kN, int kD>
-CFA_DEVICE void gemm_pv(Acc<kMT, kD>& o, const PFrag<T, kMT, kN>& pf, const T* sV, int warp, int lane) {
-  (void)warp;
-  (void)lane;
-  wgmma_fence();
+// Issues o += P V: P from registers (the m16 A layout per warp), V read N-major: 8-key groups
+// are 1024 bytes apart, 64-column panels kN * 128 bytes apart.
+template <typename T, int kN, int kD>
+CFA_DEVICE void wgmma_pv(Acc<1, kD>& o, const PFrag<T, 1, kN>& pf, const T* sV) {
 #pragma unroll
   for (int kk = 0; kk < kN / 16; ++kk) {
     const uint64_t b = smem_desc(sV + kk * 16 * 64, SmemTile<kN, kD>::kPanel * int(sizeof(T)), 1024);
     Wgmma<T, kD>::rs(o.x, pf.a[0][kk], b, 1);
   }
-  wgmma_commit_and_wait();
 }
 
 }  // namespace chiplet_fa::arch
