@@ -12,7 +12,10 @@
 //   copy_16B_async/copy_commit/copy_wait<N> (global -> shared, zero-fill when !valid);
 //   gemm_qk(S, sQ, sK, warp, lane) (S = Q K^T for the warp's rows), PFrag + pack_p,
 //   gemm_pv(O, P, sV, warp, lane) (O += P V); block_sync.
-// The online softmax, masking and tiling in fwd_kernel.h use nothing else.
+// The online softmax, masking and tiling in fwd_kernel.h use nothing else. The sm_90a build
+// runs the warp-specialised fwd_kernel_sm90.h instead, which uses sm90.h's asynchronous
+// warpgroup products (wgmma_qk/wgmma_pv, commit, wait) and sm90_sync.h; online_softmax.h and
+// tile_io.h serve both kernels.
 #pragma once
 #include "../platform.h"
 

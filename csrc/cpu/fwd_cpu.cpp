@@ -25,12 +25,12 @@ void fwd_tile(const FwdParams& p, const Tile& t) {
   const int D = p.head_dim;
   const int m0 = t.m_block * p.block_m;
   const int rows = std::min(p.block_m, p.seqlen_q - m0);
-  const int kv_head = t.q_head / (p.num_q_heads / p.num_kv_heads);
-  const T* q = static_cast<const T*>(p.q) + t.batch * p.q_batch_stride + t.q_head * p.q_head_stride;
-  const T* k = static_cast<const T*>(p.k) + t.batch * p.k_batch_stride + kv_head * p.k_head_stride;
-  const T* v = static_cast<const T*>(p.v) + t.batch * p.v_batch_stride + kv_head * p.v_head_stride;
-  T* out = static_cast<T*>(p.out) + t.batch * p.o_batch_stride + t.q_head * p.o_head_stride;
-  float* lse = p.softmax_lse + (int64_t(t.batch) * p.num_q_heads + t.q_head) * p.seqlen_q;
+  const FwdParams::HeadOffsets at = p.head_offsets(t.batch, t.q_head);
+  const T* q = static_cast<const T*>(p.q) + at.q;
+  const T* k = static_cast<const T*>(p.k) + at.k;
+  const T* v = static_cast<const T*>(p.v) + at.v;
+  T* out = static_cast<T*>(p.out) + at.out;
+  float* lse = p.softmax_lse + at.lse;
 
   const Acc scale = Acc(p.softmax_scale);
   const Acc neg_inf = -std::numeric_limits<Acc>::infinity();
@@ -40,9 +40,7 @@ void fwd_tile(const FwdParams& p, const Tile& t) {
   for (int r = 0; r < rows; ++r)
     for (int d = 0; d < D; ++d) qs[size_t(r) * D + d] = Acc(q[(m0 + r) * p.q_row_stride + d]) * scale;
 
-  // Keys past the last row's causal limit are never read.
-  int n_end = p.seqlen_k;
-  if (p.causal) n_end = std::max(0, std::min(n_end, m0 + rows + p.causal_offset()));
+  const int n_end = p.key_end(m0 + rows);  // keys past the last row's causal limit are never read
   for (int n0 = 0; n0 < n_end; n0 += kCpuBlockN) {
     const int cols = std::min(kCpuBlockN, n_end - n0);
     for (int c = 0; c < cols; ++c)
