@@ -3,7 +3,7 @@
 #   smoke     bench/gpu_smoke.py (fast kernel correctness sweep)
 #   mma_sync  the smoke sweep on a second build for sm_90 (no "a"): the mma.sync forward kernel
 #   tests     pytest -m gpu with the "device" hypothesis profile
-#   sanitize  compute-sanitizer memcheck + racecheck on representative shapes
+#   sanitize  compute-sanitizer memcheck, racecheck, synccheck on representative shapes
 #   bench     bench/fwd.py (full sweep; BENCH_ARGS overrides)
 #   l2        bench/l2_measure.py under Nsight Compute
 #   bwd       bench/bwd.py
@@ -54,7 +54,7 @@ for s in "$@"; do
       cp /tmp/chiplet_fa_sm90a.so "$so" ;;
     tests) HYPOTHESIS_PROFILE=${HYPOTHESIS_PROFILE:-device} timeout ${TEST_TIMEOUT:-300} python3 -m pytest tests -q -m gpu --maxfail=10 2>&1 | tee "$OUT/tests.log" | tail -15 || status=1 ;;
     sanitize)
-      for tool in memcheck racecheck; do
+      for tool in ${SANITIZE_TOOLS:-memcheck racecheck synccheck}; do
         compute-sanitizer --tool $tool --error-exitcode 9 python3 bench/sanitize_cases.py \
           > "$OUT/sanitize_$tool.log" 2>&1 || status=1
         echo "$tool: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitize_$tool.log" | tail -1)"
