@@ -44,10 +44,12 @@ CFA_DEVICE float row_allreduce_sum(float v) {
   return v + __shfl_xor_sync(0xffffffffu, v, 2);
 }
 
+// The 32-bit shared-memory address PTX operands take.
+CFA_DEVICE uint32_t smem_u32(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
+
 // --- global -> shared copies (cp.async, 16 bytes, zero-filled when !valid) ---
 CFA_DEVICE void copy_16B_async(void* smem, const void* gmem, bool valid) {
-  const uint32_t s = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem),
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_u32(smem)), "l"(gmem),
                "r"(valid ? 16 : 0));
 }
 CFA_DEVICE void copy_commit() { asm volatile("cp.async.commit_group;\n" ::); }

@@ -34,8 +34,7 @@ struct SmemTile {
 // Shared-memory matrix descriptor: start address, leading and stride byte offsets (all >> 4)
 // and the 128-byte swizzle mode. Swizzle atoms (8 rows x 128 bytes) must be 1024-byte aligned.
 CFA_DEVICE uint64_t smem_desc(const void* smem, uint32_t leading_bytes, uint32_t stride_bytes) {
-  const uint32_t addr = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-  return uint64_t((addr & 0x3FFFF) >> 4) | (uint64_t((leading_bytes >> 4) & 0x3FFF) << 16) |
+  return uint64_t((smem_u32(smem) & 0x3FFFF) >> 4) | (uint64_t((leading_bytes >> 4) & 0x3FFF) << 16) |
          (uint64_t((stride_bytes >> 4) & 0x3FFF) << 32) | (uint64_t(1) << 62);
 }
 
@@ -45,17 +44,12 @@ template <int kPending>
 CFA_DEVICE void wgmma_wait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kPending) : "memory");
 }
-// Ties registers an in-flight wgmma reads or writes to this point of the program, so the
+// Ties accumulators an in-flight wgmma reads or writes to this point of the program, so the
 // compiler neither moves them nor touches them between issue and wait.
 template <int kN>
 CFA_DEVICE void pin(float (&x)[kN]) {
 #pragma unroll
   for (int i = 0; i < kN; ++i) asm volatile("" : "+f"(x[i])::"memory");
-}
-template <int kN>
-CFA_DEVICE void pin(uint32_t (&x)[kN]) {
-#pragma unroll
-  for (int i = 0; i < kN; ++i) asm volatile("" : "+r"(x[i])::"memory");
 }
 
 // Issues s = Q K^T for consumer warpgroup `wg` (rows 64 wg.. of the kQRows-row Q tile).

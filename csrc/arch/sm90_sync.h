@@ -4,11 +4,9 @@
 #pragma once
 #include <cstdint>
 
-#include "../platform.h"
+#include "nvidia_common.h"
 
 namespace chiplet_fa::arch {
-
-CFA_DEVICE uint32_t smem_u32(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
 
 CFA_DEVICE void mbarrier_init(uint64_t* bar, uint32_t arrivals) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(arrivals) : "memory");
