@@ -42,12 +42,7 @@ struct FwdKernel : FwdConfig<kDType, kHeadDim, kCausal> {
     const Tile tile = map_workgroup(p.mapping, blockIdx.x, p.grid_shape());
     const int warp = threadIdx.x / arch::kWarpSize, lane = threadIdx.x % arch::kWarpSize;
     const int m0 = tile.m_block * kBlockM;
-    const FwdParams::HeadOffsets at = p.head_offsets(tile.batch, tile.q_head);
-    const T* q = static_cast<const T*>(p.q) + at.q;
-    const T* k = static_cast<const T*>(p.k) + at.k;
-    const T* v = static_cast<const T*>(p.v) + at.v;
-    T* out = static_cast<T*>(p.out) + at.out;
-    float* lse = p.softmax_lse + at.lse;
+    const auto [q, k, v, out, lse] = p.head_slabs<T>(tile.batch, tile.q_head);
     const int n_blocks = (p.key_end(m0 + kBlockM) + kBlockN - 1) / kBlockN;
 
     T* sQ = smem;

@@ -58,9 +58,7 @@ struct FwdKernel {
   static constexpr int kConsumerWarps = kConsumers * kWgThreads / 32;
 
   struct Slabs {
-    const T* q;
-    const T* k;
-    const T* v;
+    FwdParams::HeadSlabs<T> g;  // this tile's head in global memory
     T* sQ;
     T* sK;
     T* sV;
@@ -70,12 +68,9 @@ struct FwdKernel {
   static CFA_DEVICE void run(const FwdParams& p, unsigned char* smem) {
     const Tile tile = map_workgroup(p.mapping, blockIdx.x, p.grid_shape());
     const int m0 = tile.m_block * kBlockM;
-    const FwdParams::HeadOffsets at = p.head_offsets(tile.batch, tile.q_head);
     const int n_blocks = (p.key_end(m0 + kBlockM) + kBlockN - 1) / kBlockN;
     Slabs t;
-    t.q = static_cast<const T*>(p.q) + at.q;
-    t.k = static_cast<const T*>(p.k) + at.k;
-    t.v = static_cast<const T*>(p.v) + at.v;
+    t.g = p.head_slabs<T>(tile.batch, tile.q_head);
     t.sQ = reinterpret_cast<T*>(smem);
     t.sK = t.sQ + QTile::kElems;
     t.sV = t.sK + kStages * KVTile::kElems;
@@ -98,14 +93,14 @@ struct FwdKernel {
       produce(p, t, m0, n_blocks);
     } else {
       arch::claim_registers<kConsumerRegs>();
-      consume(p, t, m0, n_blocks, wg - 1, static_cast<T*>(p.out) + at.out, p.softmax_lse + at.lse);
+      consume(p, t, m0, n_blocks, wg - 1);
     }
   }
 
   static CFA_DEVICE void produce(const FwdParams& p, const Slabs& t, int m0, int n_blocks) {
     if (n_blocks == 0) return;  // the consumers read nothing either
     const int tid = threadIdx.x;
-    load_tile<QTile, kWgThreads>(t.sQ, t.q, p.q_row_stride, m0, p.seqlen_q, p.head_dim, tid);
+    load_tile<QTile, kWgThreads>(t.sQ, t.g.q, p.q_row_stride, m0, p.seqlen_q, p.head_dim, tid);
     arch::mbarrier_arrive_on_copies(&t.bar->q_full);
     for (int nb = 0; nb < n_blocks; ++nb) {
       const int stage = nb % kStages;
@@ -113,19 +108,18 @@ struct FwdKernel {
       // released a step before its V (QK^T runs a step ahead of PV).
       const uint32_t released = (nb / kStages - 1) & 1;
       if (nb >= kStages) arch::mbarrier_wait(&t.bar->k_empty[stage], released);
-      load_tile<KVTile, kWgThreads>(t.sK + stage * KVTile::kElems, t.k, p.k_row_stride, nb * kBlockN, p.seqlen_k,
+      load_tile<KVTile, kWgThreads>(t.sK + stage * KVTile::kElems, t.g.k, p.k_row_stride, nb * kBlockN, p.seqlen_k,
                                     p.head_dim, tid);
       arch::mbarrier_arrive_on_copies(&t.bar->k_full[stage]);
       if (nb >= kStages) arch::mbarrier_wait(&t.bar->v_empty[stage], released);
-      load_tile<KVTile, kWgThreads>(t.sV + stage * KVTile::kElems, t.v, p.v_row_stride, nb * kBlockN, p.seqlen_k,
+      load_tile<KVTile, kWgThreads>(t.sV + stage * KVTile::kElems, t.g.v, p.v_row_stride, nb * kBlockN, p.seqlen_k,
                                     p.head_dim, tid);
       arch::mbarrier_arrive_on_copies(&t.bar->v_full[stage]);
     }
     arch::copy_wait_all();  // no copy outlives the thread that issued it
   }
 
-  static CFA_DEVICE void consume(const FwdParams& p, const Slabs& t, int m0, int n_blocks, int cw, T* out,
-                                 float* lse) {
+  static CFA_DEVICE void consume(const FwdParams& p, const Slabs& t, int m0, int n_blocks, int cw) {
     const int lane = threadIdx.x % 32;
     const int warp = threadIdx.x / 32 - kWgThreads / 32;  // 0..7 over both consumers
     const int warp_row0 = m0 + warp * 16;
@@ -187,12 +181,12 @@ struct FwdKernel {
     }
 
     float inv_sum[Softmax::kSlots];
-    softmax.finish(inv_sum, lse, p.seqlen_q, warp_row0, lane);
+    softmax.finish(inv_sum, t.g.lse, p.seqlen_q, warp_row0, lane);
     // Stage O in this consumer's own rows of the Q tile: its QK^T products are complete and
     // the other consumer reads only its own rows.
     stage_output<QTile>(t.sQ, o, inv_sum, warp * 16, lane);
     arch::named_barrier_sync(kEpilogueBarrier + cw, kWgThreads);
-    store_tile<QTile, kWgThreads>(out, p.o_row_stride, t.sQ, m0, cw * 64, cw * 64 + 64, p.seqlen_q, p.head_dim,
+    store_tile<QTile, kWgThreads>(t.g.out, p.o_row_stride, t.sQ, m0, cw * 64, cw * 64 + 64, p.seqlen_q, p.head_dim,
                                   threadIdx.x % kWgThreads);
   }
 };

@@ -35,15 +35,24 @@ struct FwdParams {
   // Bottom-right causal alignment: query row i sees keys j <= i + causal_offset().
   CFA_HOST_DEVICE int32_t causal_offset() const { return seqlen_k - seqlen_q; }
 
-  // Element offsets of one (batch, query head)'s slabs; GQA picks the KV head by index.
-  struct HeadOffsets {
-    int64_t q, k, v, out, lse;
+  // Where one (batch, query head)'s slabs start, as element type T; GQA picks the KV head by
+  // index. Rows are then row_stride apart.
+  template <typename T>
+  struct HeadSlabs {
+    const T* q;
+    const T* k;
+    const T* v;
+    T* out;
+    float* lse;
   };
-  CFA_HOST_DEVICE HeadOffsets head_offsets(int32_t b, int32_t q_head) const {
+  template <typename T>
+  CFA_HOST_DEVICE HeadSlabs<T> head_slabs(int32_t b, int32_t q_head) const {
     const int32_t kv_head = q_head / (num_q_heads / num_kv_heads);
-    return {b * q_batch_stride + q_head * q_head_stride, b * k_batch_stride + kv_head * k_head_stride,
-            b * v_batch_stride + kv_head * v_head_stride, b * o_batch_stride + q_head * o_head_stride,
-            (int64_t(b) * num_q_heads + q_head) * seqlen_q};
+    return {static_cast<const T*>(q) + b * q_batch_stride + q_head * q_head_stride,
+            static_cast<const T*>(k) + b * k_batch_stride + kv_head * k_head_stride,
+            static_cast<const T*>(v) + b * v_batch_stride + kv_head * v_head_stride,
+            static_cast<T*>(out) + b * o_batch_stride + q_head * o_head_stride,
+            softmax_lse + (int64_t(b) * num_q_heads + q_head) * seqlen_q};
   }
   // One past the last key that query rows below row_end can see (keys past it are never loaded).
   CFA_HOST_DEVICE int32_t key_end(int32_t row_end) const {

@@ -25,12 +25,7 @@ void fwd_tile(const FwdParams& p, const Tile& t) {
   const int D = p.head_dim;
   const int m0 = t.m_block * p.block_m;
   const int rows = std::min(p.block_m, p.seqlen_q - m0);
-  const FwdParams::HeadOffsets at = p.head_offsets(t.batch, t.q_head);
-  const T* q = static_cast<const T*>(p.q) + at.q;
-  const T* k = static_cast<const T*>(p.k) + at.k;
-  const T* v = static_cast<const T*>(p.v) + at.v;
-  T* out = static_cast<T*>(p.out) + at.out;
-  float* lse = p.softmax_lse + at.lse;
+  const auto [q, k, v, out, lse] = p.head_slabs<T>(t.batch, t.q_head);
 
   const Acc scale = Acc(p.softmax_scale);
   const Acc neg_inf = -std::numeric_limits<Acc>::infinity();
