@@ -43,13 +43,14 @@ echo "SASS: $(cuobjdump -sass "$so" | grep -oE 'HGMMA|HMMA|LDSM' | sort | uniq -
 for s in "$@"; do
   stage "$s"
   case $s in
-    smoke) python3 bench/gpu_smoke.py 2>&1 | tee "$OUT/smoke.log" | tail -15 || status=1 ;;
+    # A kernel that hangs must not take the whole call: stages that launch new kernels are timed.
+    smoke) timeout ${SMOKE_TIMEOUT:-300} python3 bench/gpu_smoke.py 2>&1 | tee "$OUT/smoke.log" | tail -15 || status=1 ;;
     mma_sync)
       cp "$so" /tmp/chiplet_fa_sm90a.so
       CHIPLET_FA_CUDA_ARCHS=90 MAX_JOBS=${MAX_JOBS:-16} python3 setup.py build_ext --inplace \
         --build-temp build_sm90 > "$OUT/build_sm90.log" 2>&1 || { tail -20 "$OUT/build_sm90.log"; status=1; }
       echo "SASS: $(cuobjdump -sass "$so" | grep -oE 'HGMMA|HMMA|LDSM' | sort | uniq -c | tr '\n' ' ')"
-      python3 bench/gpu_smoke.py > "$OUT/smoke_mma_sync.log" 2>&1 || status=1
+      timeout ${SMOKE_TIMEOUT:-300} python3 bench/gpu_smoke.py > "$OUT/smoke_mma_sync.log" 2>&1 || status=1
       tail -1 "$OUT/smoke_mma_sync.log"
       cp /tmp/chiplet_fa_sm90a.so "$so" ;;
     tests) HYPOTHESIS_PROFILE=${HYPOTHESIS_PROFILE:-device} timeout ${TEST_TIMEOUT:-300} python3 -m pytest tests -q -m gpu --maxfail=10 2>&1 | tee "$OUT/tests.log" | tail -15 || status=1 ;;
@@ -72,7 +73,7 @@ torch.cuda.synchronize()" > "$OUT/profile.txt" 2>&1 || status=1
         > "$OUT/sass_fwd_hdim128.txt"
       grep -E "Issued Ipc|Eligible|Throughput|Warp Cycles Per Issued|stalled" "$OUT/profile.txt" \
         | awk '!/stalled/ || $NF > 0.05' | sed 's/smsp__average_warps_issue_stalled_//' | head -40 ;;
-    bwd) python3 bench/bwd.py --out "$OUT" ${BWD_ARGS:-} 2>&1 | tee "$OUT/bwd.log" | tail -20 || status=1 ;;
+    bwd) timeout ${BWD_TIMEOUT:-400} python3 bench/bwd.py --out "$OUT" ${BWD_ARGS:-} 2>&1 | tee "$OUT/bwd.log" | tail -20 || status=1 ;;
     *) echo "unknown stage $s"; status=1 ;;
   esac
 done

@@ -1,7 +1,9 @@
 """Fast GPU correctness sweep for iterating on kernels (the full suite is tests/, -m gpu).
 
-Compares every mapping, causal or not, several shapes and head dims with an fp64 reference
-under flash-attention's rule; prints one line per case and exits non-zero on any failure.
+Compares forward outputs (every mapping, causal or not, several shapes and head dims) and
+backward gradients (GQA, N_q != N_k, head dims off the tile sizes, atomic and deterministic dQ)
+with fp64 references under flash-attention's rule; prints one line per case and exits non-zero
+on any failure.
 """
 import itertools
 import sys
@@ -12,10 +14,11 @@ import torch
 import chiplet_fa  # noqa: F401
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from _bwd_reference import attention_grads_ref  # noqa: E402
 from reference import attention_ref  # noqa: E402  (the tests' fp64 reference)
 
 
-def main():
+def forward_cases():
     fails = 0
     cases = itertools.product(
         [(2, 200, 333, 4, 2), (1, 1, 77, 8, 8), (1, 300, 128, 6, 1), (3, 129, 129, 4, 4)],
@@ -38,8 +41,41 @@ def main():
         if not ok or mapping == "head_first":
             print(f"{'ok ' if ok else 'FAIL'} b{b} nq{nq} nk{nk} h{hq}/{hkv} d{d} {str(dtype)[6:]} "
                   f"causal={causal} {mapping}: err {err:.2e} (torch {base:.2e}) lse {lse_err:.1e}", flush=True)
-    print(f"gpu_smoke: {fails} failures")
-    sys.exit(1 if fails else 0)
+    return fails
+
+
+def backward_cases():
+    fails = 0
+    cases = itertools.product(
+        [(2, 200, 333, 4, 2), (1, 300, 128, 6, 1), (3, 129, 129, 4, 4), (1, 1000, 1000, 2, 2)],
+        [torch.bfloat16, torch.float16], [128, 64, 96, 32, 56, 20], [False, True], [False, True])
+    for (b, nq, nk, hq, hkv), dtype, d, causal, deterministic in cases:
+        q = torch.randn(b, nq, hq, d, device="cuda", dtype=dtype)
+        k = torch.randn(b, nk, hkv, d, device="cuda", dtype=dtype)
+        v = torch.randn(b, nk, hkv, d, device="cuda", dtype=dtype)
+        dout = torch.randn_like(q)
+        out, lse = torch.ops.chiplet_fa.fwd(q, k, v, None, causal, "swizzled_head_first", 8)
+        grads = torch.ops.chiplet_fa.bwd(dout, q, k, v, out, lse, None, causal, "swizzled_head_first", 8,
+                                         deterministic)
+        torch.cuda.synchronize()
+        ref = attention_grads_ref(q, k, v, dout, causal, dtype=torch.float64)
+        low = attention_grads_ref(q, k, v, dout, causal)
+        errs = [(g.double() - r).abs().max().item() for g, r in zip(grads, ref)]
+        bases = [(g.double() - r).abs().max().item() for g, r in zip(low, ref)]
+        ok = all(e <= 2 * base + 1e-3 for e, base in zip(errs, bases))
+        fails += not ok
+        if not ok or (d in (128, 56) and dtype == torch.bfloat16):
+            print(f"{'ok ' if ok else 'FAIL'} bwd b{b} nq{nq} nk{nk} h{hq}/{hkv} d{d} {str(dtype)[6:]} "
+                  f"causal={causal} det={deterministic}: dq/dk/dv err "
+                  + " ".join(f"{e:.1e}({base:.1e})" for e, base in zip(errs, bases)), flush=True)
+    return fails
+
+
+def main():
+    fwd_fails = forward_cases()
+    bwd_fails = backward_cases()
+    print(f"gpu_smoke: {fwd_fails} forward failures, {bwd_fails} backward failures")
+    sys.exit(1 if fwd_fails + bwd_fails else 0)
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ void point_grads_at(BwdParams& p, const at::Tensor& dout, const at::Tensor& dk,
   p.dv_batch_stride = dv.stride(0); p.dv_row_stride = dv.stride(1); p.dv_head_stride = dv.stride(2);
 }
 
-BwdParams prepare_bwd(const BwdArgs& a, int block_m, int block_n, int detected_xcds,
+BwdParams prepare_bwd(const BwdArgs& a, int block_m, int block_n, int row_pad, int detected_xcds,
                       BwdTensors& t) {
   constexpr const char* op = "chiplet_fa.bwd";
   const AttentionDims d = check_qkv(op, a.q, a.k, a.v);
@@ -41,7 +41,8 @@ BwdParams prepare_bwd(const BwdArgs& a, int block_m, int block_n, int detected_x
   t.dk = at::empty(a.k.sizes(), a.k.options());
   t.dv = at::empty(a.v.sizes(), a.v.options());
   t.dq_accum = at::zeros(a.q.sizes(), a.q.options().dtype(acc));
-  t.softmax_d = at::empty({d.batch, d.num_q_heads, d.seqlen_q}, a.q.options().dtype(acc));
+  const int64_t rows_rounded = (d.seqlen_q + row_pad - 1) / row_pad * row_pad;
+  t.softmax_d = at::empty({d.batch, d.num_q_heads, rows_rounded}, a.q.options().dtype(acc));
 
   BwdParams p{};
   static_cast<FwdParams&>(p) = fwd_params(
@@ -49,6 +50,7 @@ BwdParams prepare_bwd(const BwdArgs& a, int block_m, int block_n, int detected_x
       block_m, detected_xcds);
   point_grads_at(p, a.dout, t.dk, t.dv, t.dq_accum);
   p.softmax_d = t.softmax_d.data_ptr();
+  p.seqlen_q_rounded = int32_t(rows_rounded);
   p.block_n = block_n;
   p.deterministic = a.deterministic;
   return p;

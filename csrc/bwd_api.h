@@ -23,13 +23,14 @@ struct BwdArgs {
 struct BwdTensors {
   at::Tensor dk, dv;       // like k and v
   at::Tensor dq_accum;     // zeros (B, N_q, H_q, D) contiguous, float (double for fp64 inputs)
-  at::Tensor softmax_d;    // (B, H_q, N_q), accumulator type
+  at::Tensor softmax_d;    // (B, H_q, N_q rounded up to row_pad), accumulator type
 };
 
 // Validates args (clear errors naming the argument), allocates the tensors and returns params
-// for a backend whose main-kernel workgroups own block_n keys and whose dQ-pass tiles are
-// block_m rows tall, on a device with `detected_xcds` L2 domains.
-BwdParams prepare_bwd(const BwdArgs& args, int block_m, int block_n, int detected_xcds,
+// for a backend whose main-kernel workgroups own block_n keys, whose dQ-pass tiles are block_m
+// rows tall and whose per-row buffers are padded to a multiple of row_pad rows, on a device
+// with `detected_xcds` L2 domains.
+BwdParams prepare_bwd(const BwdArgs& args, int block_m, int block_n, int row_pad, int detected_xcds,
                       BwdTensors& tensors);
 
 // Sets the gradient pointers and strides of p (backends that re-lay tensors out call it again;

@@ -43,6 +43,7 @@ struct BwdConfig {
   static constexpr int kSmemBytes = kSmemElems * int(sizeof(T)) + 2 * kBlockM * int(sizeof(float));
   static_assert(kHeadDim % 16 == 0 && kHeadDim <= 128, "GPU backward head dims: multiples of 16, at most 128");
   static_assert(kDqCols % 16 == 0, "dQ column slices must be whole mma tiles");
+  static_assert(kGpuBwdRowPad % kBlockM == 0, "query blocks read lse_log2 and D unchecked");
 };
 
 template <DType kDType, int kHeadDim>
@@ -57,27 +58,28 @@ struct BwdDqConfig {
   static constexpr int kStride = arch::PaddedTile<1, kHeadDim>::kStride;
   // Q and dO stay in shared memory (the mma A operands are read from there), then K and V.
   static constexpr int kSmemBytes = (2 * kBlockM + 2 * kBlockN) * kStride * int(sizeof(T));
+  static_assert(kGpuBwdRowPad % kBlockM == 0, "query blocks read lse_log2 and D unchecked");
 };
 
+// One thread per padded query row, (batch, row, head) order so a warp reads neighbouring heads:
+// D = rowsum(dO * O) and lse_log2 (see BwdParams), padding rows D = 0 and lse_log2 = +inf.
 template <typename T>
 CFA_GLOBAL void bwd_preprocess_kernel(const BwdParams p) {
-  const int64_t r = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;  // (batch, row, head) order
-  if (r >= int64_t(p.batch) * p.seqlen_q * p.num_q_heads) return;
-  const int64_t h = r % p.num_q_heads, i = (r / p.num_q_heads) % p.seqlen_q;
-  const int64_t b = r / (int64_t(p.num_q_heads) * p.seqlen_q);
-  const T* o = static_cast<const T*>(p.out) + b * p.o_batch_stride + i * p.o_row_stride + h * p.o_head_stride;
-  const T* d = static_cast<const T*>(p.dout) + b * p.do_batch_stride + i * p.do_row_stride + h * p.do_head_stride;
-  float s = 0.f;
-  for (int x = 0; x < p.head_dim; ++x) s += float(o[x]) * float(d[x]);
-  static_cast<float*>(p.softmax_d)[(b * p.num_q_heads + h) * p.seqlen_q + i] = s;
-}
-
-// lse in base 2 for exp2; +inf for rows without gradient (past N_q, or fully masked: lse -inf),
-// so P = 2^(s - lse) is 0 there.
-CFA_DEVICE float lse_log2_or_inf(const BwdParams& p, const float* lse, int row) {
-  if (row >= p.seqlen_q) return INFINITY;
-  const float l = lse[row];
-  return l == -INFINITY ? INFINITY : l * float(M_LOG2E);
+  const int64_t r = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (r >= int64_t(p.batch) * p.seqlen_q_rounded * p.num_q_heads) return;
+  const int64_t h = r % p.num_q_heads, i = (r / p.num_q_heads) % p.seqlen_q_rounded;
+  const int64_t b = r / (int64_t(p.num_q_heads) * p.seqlen_q_rounded);
+  const int64_t at = (b * p.num_q_heads + h) * p.seqlen_q_rounded + i;
+  float s = 0.f, lse_log2 = INFINITY;
+  if (i < p.seqlen_q) {
+    const T* o = static_cast<const T*>(p.out) + b * p.o_batch_stride + i * p.o_row_stride + h * p.o_head_stride;
+    const T* d = static_cast<const T*>(p.dout) + b * p.do_batch_stride + i * p.do_row_stride + h * p.do_head_stride;
+    for (int x = 0; x < p.head_dim; ++x) s += float(o[x]) * float(d[x]);
+    const float l = p.softmax_lse[(b * p.num_q_heads + h) * p.seqlen_q + i];
+    if (l != -INFINITY) lse_log2 = l * float(M_LOG2E);
+  }
+  static_cast<float*>(p.softmax_d)[at] = s;
+  p.lse_log2[at] = lse_log2;
 }
 
 template <DType kDType, int kHeadDim, bool kCausal, bool kAtomicDq>
@@ -122,8 +124,8 @@ struct BwdKvKernel {
       const int h = tile.kv_head * G + j;
       const T* q = static_cast<const T*>(p.q) + tile.batch * p.q_batch_stride + h * p.q_head_stride;
       const T* dout = static_cast<const T*>(p.dout) + tile.batch * p.do_batch_stride + h * p.do_head_stride;
-      const int64_t row_base = (int64_t(tile.batch) * p.num_q_heads + h) * p.seqlen_q;
-      const float* lse = p.softmax_lse + row_base;
+      const int64_t row_base = (int64_t(tile.batch) * p.num_q_heads + h) * p.seqlen_q_rounded;
+      const float* lse_log2 = p.lse_log2 + row_base;
       const float* delta = static_cast<const float*>(p.softmax_d) + row_base;
       for (int mb = m_block_begin; mb < m_blocks; ++mb) {
         const int m0 = mb * kBlockM;
@@ -132,8 +134,8 @@ struct BwdKvKernel {
         load_tile<arch::PaddedTile<kBlockM, kHeadDim>, Cfg::kThreads>(sdO, dout, p.do_row_stride, m0, p.seqlen_q, p.head_dim, threadIdx.x);
         arch::copy_commit();
         for (int r = threadIdx.x; r < kBlockM; r += Cfg::kThreads) {
-          sLse[r] = lse_log2_or_inf(p, lse, m0 + r);
-          sDelta[r] = m0 + r < p.seqlen_q ? delta[m0 + r] : 0.f;
+          sLse[r] = lse_log2[m0 + r];
+          sDelta[r] = delta[m0 + r];
         }
         arch::copy_wait<0>();
         arch::block_sync();
@@ -224,7 +226,7 @@ struct BwdDqKernel {
     const T* dout = static_cast<const T*>(p.dout) + tile.batch * p.do_batch_stride + tile.q_head * p.do_head_stride;
     const T* k = static_cast<const T*>(p.k) + tile.batch * p.k_batch_stride + kv_head * p.k_head_stride;
     const T* v = static_cast<const T*>(p.v) + tile.batch * p.v_batch_stride + kv_head * p.v_head_stride;
-    const int64_t row_base = (int64_t(tile.batch) * p.num_q_heads + tile.q_head) * p.seqlen_q;
+    const int64_t row_base = (int64_t(tile.batch) * p.num_q_heads + tile.q_head) * p.seqlen_q_rounded;
     const int warp_row0 = m0 + warp * Cfg::kWarpRows;
 
     T* sQ = smem;
@@ -238,8 +240,8 @@ struct BwdDqKernel {
 #pragma unroll
     for (int r = 0; r < kSlots; ++r) {
       const int row = warp_row0 + arch::slot_row(r, lane);
-      lse_log2[r] = lse_log2_or_inf(p, p.softmax_lse + row_base, row);
-      delta[r] = row < p.seqlen_q ? static_cast<const float*>(p.softmax_d)[row_base + row] : 0.f;
+      lse_log2[r] = p.lse_log2[row_base + row];
+      delta[r] = static_cast<const float*>(p.softmax_d)[row_base + row];
     }
     const T* sQ_warp = sQ + warp * Cfg::kWarpRows * kStride;
     const T* sdO_warp = sdO + warp * Cfg::kWarpRows * kStride;

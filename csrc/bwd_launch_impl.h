@@ -2,6 +2,9 @@
 #pragma once
 #include "bwd_kernel.h"
 #include "bwd_launch.h"
+#if defined(CFA_WGMMA)
+#include "bwd_kernel_sm90.h"
+#endif
 
 namespace chiplet_fa {
 
@@ -14,29 +17,37 @@ void allow_smem(Kernel kernel, int bytes) {
                         cfaFuncAttributeMaxDynamicSharedMemorySize, bytes);
 }
 
+// The main (KV-block) pass: the warp-specialised kernel on sm_90a, the generic one elsewhere.
+template <DType kDType, int kHeadDim, bool kCausal, bool kAtomicDq>
+void run_bwd_kv(const BwdParams& p, cfaStream_t stream) {
+#if defined(CFA_WGMMA)
+  using Kv = BwdKvKernelSm90<kDType, kHeadDim, kCausal, kAtomicDq>;
+  auto kv = bwd_kv_kernel_sm90<kDType, kHeadDim, kCausal, kAtomicDq>;
+#else
+  using Kv = BwdConfig<kDType, kHeadDim>;
+  auto kv = bwd_kv_kernel<kDType, kHeadDim, kCausal, kAtomicDq>;
+#endif
+  static_assert(Kv::kBlockN == kGpuBwdBlockN, "the binding sizes the grid with kGpuBwdBlockN");
+  allow_smem(kv, Kv::kSmemBytes);
+  kv<<<dim3(unsigned(grid_size(p.kv_grid_shape()))), dim3(Kv::kThreads), Kv::kSmemBytes, stream>>>(p);
+}
+
 template <DType kDType, int kHeadDim, bool kCausal>
 void run_bwd(const BwdParams& p, cfaStream_t stream) {
   using T = typename arch::Element<kDType>::type;
-  using Kv = BwdConfig<kDType, kHeadDim>;
   using Dq = BwdDqConfig<kDType, kHeadDim>;
-  static_assert(Kv::kBlockN == kGpuBwdBlockN && Dq::kBlockM == kGpuBwdDqBlockM,
-                "the binding sizes the grids with kGpuBwdBlockN and kGpuBwdDqBlockM");
-  const int64_t rows = int64_t(p.batch) * p.seqlen_q * p.num_q_heads;
+  static_assert(Dq::kBlockM == kGpuBwdDqBlockM, "the binding sizes the dQ grid with kGpuBwdDqBlockM");
+  const int64_t rows = int64_t(p.batch) * p.seqlen_q_rounded * p.num_q_heads;
   constexpr int kPreThreads = 256;
   bwd_preprocess_kernel<T><<<dim3(unsigned((rows + kPreThreads - 1) / kPreThreads)),
                              dim3(kPreThreads), 0, stream>>>(p);
-  const dim3 kv_grid(unsigned(grid_size(p.kv_grid_shape())));
   if (p.deterministic) {
-    auto kv = bwd_kv_kernel<kDType, kHeadDim, kCausal, false>;
-    allow_smem(kv, Kv::kSmemBytes);
-    kv<<<kv_grid, dim3(Kv::kThreads), Kv::kSmemBytes, stream>>>(p);
+    run_bwd_kv<kDType, kHeadDim, kCausal, false>(p, stream);
     auto dq = bwd_dq_kernel<kDType, kHeadDim, kCausal>;
     allow_smem(dq, Dq::kSmemBytes);
     dq<<<dim3(unsigned(grid_size(p.grid_shape()))), dim3(Dq::kThreads), Dq::kSmemBytes, stream>>>(p);
   } else {
-    auto kv = bwd_kv_kernel<kDType, kHeadDim, kCausal, true>;
-    allow_smem(kv, Kv::kSmemBytes);
-    kv<<<kv_grid, dim3(Kv::kThreads), Kv::kSmemBytes, stream>>>(p);
+    run_bwd_kv<kDType, kHeadDim, kCausal, true>(p, stream);
   }
 }
 

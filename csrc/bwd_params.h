@@ -1,8 +1,10 @@
 // Everything a backward kernel needs, as raw pointers and element strides. It extends the
 // forward's params (q, k, v, out, softmax_lse and the problem shape) with the gradients.
 //
-// Layouts: dout like q; dk/dv like k; dq_accum (B, N_q, H_q, D) and softmax_d (B, H_q, N_q)
-// contiguous in the accumulator type (float, double for fp64 inputs).
+// Layouts: dout like q; dk/dv like k; dq_accum (B, N_q, H_q, D) and softmax_d (B, H_q,
+// seqlen_q_rounded) contiguous in the accumulator type (float, double for fp64 inputs). The GPU
+// rounds the rows up to whole query blocks (padding D = 0) and adds lse_log2 of the same shape,
+// so its kernels read both per block without bounds checks.
 //
 // Grids. The main kernel is KV-block parallel: one workgroup owns block_n keys of one KV head
 // and produces their dK/dV, looping over the G query heads of its group (no atomics for GQA).
@@ -30,6 +32,10 @@ struct BwdParams : FwdParams {
   void* dv;
   void* dq_accum;   // dQ in the accumulator type: atomics add into it, or the dQ pass writes it
   void* softmax_d;  // D = rowsum(dO * O), written by the preprocess
+  // GPU: lse * log2(e), +inf where a row has no gradient (padding, or lse -inf: fully masked),
+  // so P = 2^(s - lse_log2) is 0 there. Written by the preprocess.
+  float* lse_log2;
+  int32_t seqlen_q_rounded;  // rows of softmax_d and lse_log2 per (batch, head)
 
   int64_t do_batch_stride, do_row_stride, do_head_stride;
   int64_t dk_batch_stride, dk_row_stride, dk_head_stride;

@@ -35,7 +35,8 @@ struct FwdKernel {
   // 65536 / 384 = 168 registers a thread at launch; the producer gives most of its share to
   // the consumers (56 * 128 + 224 * 256 = 168 * 384).
   static constexpr int kProducerRegs = 56, kConsumerRegs = 224;
-  static_assert(kProducerRegs * kWgThreads + kConsumerRegs * kConsumers * kWgThreads <= 65536,
+  static_assert(kProducerRegs * kWgThreads + kConsumerRegs * kConsumers * kWgThreads <=
+                    arch::launch_registers(kThreads) * kThreads,
                 "register reallocation exceeds the register file");
 
   using QTile = arch::SmemTile<kBlockM, kDim>;

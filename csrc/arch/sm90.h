@@ -52,6 +52,16 @@ CFA_DEVICE void pin(float (&x)[kN]) {
   for (int i = 0; i < kN; ++i) asm volatile("" : "+f"(x[i])::"memory");
 }
 
+// The same for the packed A fragments of an `rs` product, which must not be overwritten
+// before its wgmma_wait.
+template <int kK>
+CFA_DEVICE void pin(const uint32_t (&a)[1][kK][4]) {
+#pragma unroll
+  for (int kk = 0; kk < kK; ++kk)
+#pragma unroll
+    for (int j = 0; j < 4; ++j) asm volatile("" ::"r"(a[0][kk][j]) : "memory");
+}
+
 // Issues s = Q K^T for consumer warpgroup `wg` (rows 64 wg.. of the kQRows-row Q tile).
 template <typename T, int kN, int kD, int kQRows>
 CFA_DEVICE void wgmma_qk(Acc<1, kN>& s, const T* sQ, const T* sK, int wg) {
@@ -75,6 +85,19 @@ CFA_DEVICE void wgmma_pv(Acc<1, kD>& o, const PFrag<T, 1, kN>& pf, const T* sV) 
   for (int kk = 0; kk < kN / 16; ++kk) {
     const uint64_t b = smem_desc(sV + kk * 16 * 64, SmemTile<kN, kD>::kPanel * int(sizeof(T)), 1024);
     Wgmma<T, kD>::rs(o.x, pf.a[0][kk], b, 1);
+  }
+}
+
+// Issues d = A B for 64 rows of A stored transposed and B stored N-major, both as one 64-column
+// panel of a kRows-row tile: A^T is [kKeys][64] from a_t, B is [kKeys][64] from b (the backward's
+// dQ = dS K, with dS^T staged [key][query] and K [key][d]). Row groups of 8 are 1024 bytes apart.
+template <typename T, int kKeys, int kARows, int kBRows>
+CFA_DEVICE void wgmma_tn(Acc<1, 64>& d, const T* a_t, const T* b) {
+#pragma unroll
+  for (int kk = 0; kk < kKeys / 16; ++kk) {
+    const uint64_t da = smem_desc(a_t + kk * 16 * 64, SmemTile<kARows, 64>::kPanel * int(sizeof(T)), 1024);
+    const uint64_t db = smem_desc(b + kk * 16 * 64, SmemTile<kBRows, 64>::kPanel * int(sizeof(T)), 1024);
+    Wgmma<T, 64>::template ss<1, 1>(d.x, da, db, kk > 0);
   }
 }
 

@@ -42,6 +42,9 @@ CFA_DEVICE void named_barrier_arrive(int id, int threads) {
   asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
 
+// Registers a thread gets at launch (allocation granule 8); setmaxnreg moves registers within
+// this pool, so a claim beyond it waits forever.
+constexpr int launch_registers(int threads) { return 65536 / threads / 8 * 8; }
 template <int kRegs>
 CFA_DEVICE void release_registers() {
   asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegs));

@@ -48,7 +48,7 @@ struct QueryRow {
     const float l = p.softmax_lse[(int64_t(b) * p.num_q_heads + h) * p.seqlen_q + i];
     if (l == -std::numeric_limits<float>::infinity()) return false;
     lse = Acc(l);
-    delta = static_cast<const Acc*>(p.softmax_d)[(int64_t(b) * p.num_q_heads + h) * p.seqlen_q + i];
+    delta = static_cast<const Acc*>(p.softmax_d)[(int64_t(b) * p.num_q_heads + h) * p.seqlen_q_rounded + i];
     const T* q = static_cast<const T*>(p.q) + b * p.q_batch_stride + i * p.q_row_stride + h * p.q_head_stride;
     const T* d = static_cast<const T*>(p.dout) + b * p.do_batch_stride + i * p.do_row_stride + h * p.do_head_stride;
     const Acc scale = Acc(p.softmax_scale);
@@ -98,7 +98,7 @@ void preprocess(const BwdParams& p) {
       const T* d = static_cast<const T*>(p.dout) + b * p.do_batch_stride + i * p.do_row_stride + h * p.do_head_stride;
       Acc s = 0;
       for (int x = 0; x < D; ++x) s += Acc(o[x]) * Acc(d[x]);
-      delta[r] = s;
+      delta[(b * p.num_q_heads + h) * p.seqlen_q_rounded + i] = s;
     }
   });
 }
@@ -206,7 +206,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> bwd_cpu(
   const BwdArgs args{dout, q, k, v, out, softmax_lse, softmax_scale, causal, mapping, num_xcds,
                      deterministic};
   BwdTensors t;
-  const BwdParams p = prepare_bwd(args, kCpuBlockM, kCpuBlockN, detect_num_xcds(q.device()), t);
+  const BwdParams p = prepare_bwd(args, kCpuBlockM, kCpuBlockN, 1, detect_num_xcds(q.device()), t);
   switch (dtype_of(q)) {
     case DType::kFloat16: bwd_all<at::Half, float>(p); break;
     case DType::kBFloat16: bwd_all<at::BFloat16, float>(p); break;

@@ -35,7 +35,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> bwd_gpu(
   const BwdArgs args{dout, q, k, v, out, softmax_lse, softmax_scale, causal, mapping, num_xcds,
                      deterministic};
   BwdTensors t;
-  BwdParams p = prepare_bwd(args, kGpuBwdDqBlockM, kGpuBwdBlockN, detect_num_xcds(q.device()), t);
+  BwdParams p = prepare_bwd(args, kGpuBwdDqBlockM, kGpuBwdBlockN, kGpuBwdRowPad, detect_num_xcds(q.device()), t);
   const DType dtype = dtype_of(q);
   TORCH_CHECK_VALUE(dtype == DType::kFloat16 || dtype == DType::kBFloat16,
                     "chiplet_fa.bwd: GPU kernels take float16 or bfloat16 tensors, got ",
@@ -59,6 +59,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> bwd_gpu(
   const at::Tensor dq_accum = padded ? at::zeros({q.size(0), q.size(1), q.size(2), d8},
                                                  q.options().dtype(at::kFloat))
                                      : t.dq_accum;
+  const at::Tensor lse_log2 = at::empty_like(t.softmax_d);
+  p.lse_log2 = lse_log2.data_ptr<float>();
   point_at(p, qk, kk, vk, ok);
   point_grads_at(p, dok, dk, dv, dq_accum);
   p.head_dim = int32_t(d8);
