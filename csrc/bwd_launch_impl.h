@@ -5,13 +5,19 @@
 
 namespace chiplet_fa {
 
-// Above 48 KB a kernel must opt in to dynamic shared memory; the attribute is per function,
-// not a stream operation, so this is safe under CUDA-graph capture.
-template <typename Kernel>
-void allow_smem(Kernel kernel, int bytes) {
-  if (bytes > 48 * 1024)
+template <int kBytes, typename Kernel>
+void allow_smem(Kernel kernel) {
+#if defined(CFA_CUDA)
+  // Above 48 KB a kernel must opt in to dynamic shared memory; the attribute is per function,
+  // not a stream operation, so this is safe under CUDA-graph capture.
+  if (kBytes > 48 * 1024)
     cfaFuncSetAttribute(reinterpret_cast<const void*>(kernel),
-                        cfaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+                        cfaFuncAttributeMaxDynamicSharedMemorySize, kBytes);
+#else
+  // AMD has no opt-in beyond the per-workgroup LDS size (64 KB on gfx942).
+  (void)kernel;
+  static_assert(kBytes <= arch::kMaxSmemBytes, "this instantiation needs more LDS than a workgroup has");
+#endif
 }
 
 template <DType kDType, int kHeadDim, bool kCausal>
@@ -28,14 +34,14 @@ void run_bwd(const BwdParams& p, cfaStream_t stream) {
   const dim3 kv_grid(unsigned(grid_size(p.kv_grid_shape())));
   if (p.deterministic) {
     auto kv = bwd_kv_kernel<kDType, kHeadDim, kCausal, false>;
-    allow_smem(kv, Kv::kSmemBytes);
+    allow_smem<Kv::kSmemBytes>(kv);
     kv<<<kv_grid, dim3(Kv::kThreads), Kv::kSmemBytes, stream>>>(p);
     auto dq = bwd_dq_kernel<kDType, kHeadDim, kCausal>;
-    allow_smem(dq, Dq::kSmemBytes);
+    allow_smem<Dq::kSmemBytes>(dq);
     dq<<<dim3(unsigned(grid_size(p.grid_shape()))), dim3(Dq::kThreads), Dq::kSmemBytes, stream>>>(p);
   } else {
     auto kv = bwd_kv_kernel<kDType, kHeadDim, kCausal, true>;
-    allow_smem(kv, Kv::kSmemBytes);
+    allow_smem<Kv::kSmemBytes>(kv);
     kv<<<kv_grid, dim3(Kv::kThreads), Kv::kSmemBytes, stream>>>(p);
   }
 }

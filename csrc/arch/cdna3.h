@@ -40,6 +40,9 @@ constexpr int kMaxSmemBytes = 64 * 1024;
 constexpr int padded_head_dim(int d) { return d; }
 constexpr int m_tiles_per_warp(int d) { return d <= 128 ? 2 : 1; }
 constexpr int block_n(int d) { return m_tiles_per_warp(d) == 2 && d > 64 ? 32 : 64; }
+// Keys per step of the backward's dQ pass: its 64-row Q and dO tiles stay in LDS beside K and V,
+// and at D=128 K and V of 64 keys would bring that to 68 KB.
+constexpr int bwd_dq_block_n(int d) { return d <= 96 ? 64 : 32; }
 
 template <int kRows, int kD>
 struct PaddedTile {
