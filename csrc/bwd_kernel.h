@@ -51,7 +51,7 @@ struct BwdDqConfig {
   using T = typename arch::Element<kDType>::type;
   static constexpr int kDim = kHeadDim;
   static constexpr int kBlockM = kGpuBwdDqBlockM;
-  static constexpr int kBlockN = 64;
+  static constexpr int kBlockN = arch::bwd_dq_block_n(kHeadDim);
   static constexpr int kWarpRows = 16;  // one mma m-tile per warp
   static constexpr int kWarps = kBlockM / kWarpRows;
   static constexpr int kThreads = kWarps * arch::kWarpSize;
@@ -287,8 +287,9 @@ struct BwdDqKernel {
   }
 };
 
+// The bounds are parenthesised for HIP's variadic __launch_bounds__ (see fwd_kernel.h).
 template <DType kDType, int kHeadDim, bool kCausal, bool kAtomicDq>
-CFA_GLOBAL void __launch_bounds__(BwdConfig<kDType, kHeadDim>::kThreads)
+CFA_GLOBAL void __launch_bounds__((BwdConfig<kDType, kHeadDim>::kThreads))
     bwd_kv_kernel(const BwdParams p) {
   using K = BwdKvKernel<kDType, kHeadDim, kCausal, kAtomicDq>;
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -296,7 +297,7 @@ CFA_GLOBAL void __launch_bounds__(BwdConfig<kDType, kHeadDim>::kThreads)
 }
 
 template <DType kDType, int kHeadDim, bool kCausal>
-CFA_GLOBAL void __launch_bounds__(BwdDqConfig<kDType, kHeadDim>::kThreads)
+CFA_GLOBAL void __launch_bounds__((BwdDqConfig<kDType, kHeadDim>::kThreads))
     bwd_dq_kernel(const BwdParams p) {
   using K = BwdDqKernel<kDType, kHeadDim, kCausal>;
   extern __shared__ __align__(16) unsigned char smem_raw[];

@@ -8,13 +8,19 @@
 
 namespace chiplet_fa {
 
-// Above 48 KB a kernel must opt in to dynamic shared memory; the attribute is per function,
-// not a stream operation, so this is safe under CUDA-graph capture.
-template <typename Kernel>
-void allow_smem(Kernel kernel, int bytes) {
-  if (bytes > 48 * 1024)
+template <int kBytes, typename Kernel>
+void allow_smem(Kernel kernel) {
+#if defined(CFA_CUDA)
+  // Above 48 KB a kernel must opt in to dynamic shared memory; the attribute is per function,
+  // not a stream operation, so this is safe under CUDA-graph capture.
+  if (kBytes > 48 * 1024)
     cfaFuncSetAttribute(reinterpret_cast<const void*>(kernel),
-                        cfaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+                        cfaFuncAttributeMaxDynamicSharedMemorySize, kBytes);
+#else
+  // AMD has no opt-in beyond the per-workgroup LDS size (64 KB on gfx942).
+  (void)kernel;
+  static_assert(kBytes <= arch::kMaxSmemBytes, "this instantiation needs more LDS than a workgroup has");
+#endif
 }
 
 // The main (KV-block) pass: the warp-specialised kernel on sm_90a, the generic one elsewhere.
@@ -28,7 +34,7 @@ void run_bwd_kv(const BwdParams& p, cfaStream_t stream) {
   auto kv = bwd_kv_kernel<kDType, kHeadDim, kCausal, kAtomicDq>;
 #endif
   static_assert(Kv::kBlockN == kGpuBwdBlockN, "the binding sizes the grid with kGpuBwdBlockN");
-  allow_smem(kv, Kv::kSmemBytes);
+  allow_smem<Kv::kSmemBytes>(kv);
   kv<<<dim3(unsigned(grid_size(p.kv_grid_shape()))), dim3(Kv::kThreads), Kv::kSmemBytes, stream>>>(p);
 }
 
@@ -44,7 +50,7 @@ void run_bwd(const BwdParams& p, cfaStream_t stream) {
   if (p.deterministic) {
     run_bwd_kv<kDType, kHeadDim, kCausal, false>(p, stream);
     auto dq = bwd_dq_kernel<kDType, kHeadDim, kCausal>;
-    allow_smem(dq, Dq::kSmemBytes);
+    allow_smem<Dq::kSmemBytes>(dq);
     dq<<<dim3(unsigned(grid_size(p.grid_shape()))), dim3(Dq::kThreads), Dq::kSmemBytes, stream>>>(p);
   } else {
     run_bwd_kv<kDType, kHeadDim, kCausal, true>(p, stream);

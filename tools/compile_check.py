@@ -10,8 +10,7 @@ Each TU (default: csrc/instantiations/*.cu) is compiled
     the register use the compiler reports in the assembly (arch VGPRs, AGPRs, scratch bytes per
     lane: a nonzero scratch size means spills to memory) is shown.
 TUs whose file name says a head dim above HIP_MAX_HEAD_DIM (..._hdim192_...) are skipped for
-gfx942, with the reason: their tiles need more LDS than a workgroup has there; so are the
-backward kernels (bwd_*), which are written on NVIDIA's warp-level mma.sync only.
+gfx942, with the reason: their tiles need more LDS than a workgroup has there.
 The HIP step stops before linking: with -nogpulib the device libraries (ockl/ocml: thread ids,
 math) are absent, and their symbols stay undefined, as they do in any object before the link.
 
@@ -39,8 +38,6 @@ RESOURCES = {"vgpr": "NumVgprs", "agpr": "NumAgprs", "scratch": "ScratchSize"}
 
 def hip_skip_reason(tu):
     """Why a TU is not compiled for the HIP arch, or None."""
-    if tu.name.startswith("bwd_"):
-        return "the backward kernel is NVIDIA-only (warp-level mma.sync)"
     match = re.search(r"_hdim(\d+)_", tu.name)
     if match and int(match.group(1)) > HIP_MAX_HEAD_DIM:
         return (f"head dim {match.group(1)} > {HIP_MAX_HEAD_DIM}: its tiles need more than the "

@@ -12,7 +12,11 @@
 //   copy_16B_async/copy_commit/copy_wait<N> (global -> shared, zero-fill when !valid);
 //   gemm_qk(S, sQ, sK, warp, lane) (S = Q K^T for the warp's rows), PFrag + pack_p,
 //   gemm_pv(O, P, sV, warp, lane) (O += P V); block_sync.
-// The online softmax, masking and tiling in fwd_kernel.h use nothing else. The sm_90a build
+// The online softmax, masking and tiling in fwd_kernel.h use nothing else. The backward
+// (bwd_kernel.h) also uses PaddedTile<kRows, kD> (row-major, kStride elements per row) and the
+// products over any such tile, warp_gemm_abt(S, sA, sB, stride, lane) (S = A B^T) and
+// warp_gemm_pv(O, P, sB, stride, lane) (O += P B), and bwd_dq_block_n(d) (keys per step of its
+// dQ pass): mma_sync.h on every NVIDIA build, cdna3.h on HIP. The sm_90a build
 // runs the warp-specialised fwd_kernel_sm90.h instead, which uses sm90.h's asynchronous
 // warpgroup products (wgmma_qk/wgmma_pv, commit, wait) and sm90_sync.h; online_softmax.h and
 // tile_io.h serve both kernels.

@@ -1,5 +1,7 @@
-// AMD CDNA3 (gfx942, MI300X) matrix and wave primitives behind the interface the forward kernel
-// is written against (see arch/arch.h). A wave has 64 lanes and owns kMT m-tiles of 16 query rows.
+// AMD CDNA3 (gfx942, MI300X) matrix and wave primitives behind the interface the forward and
+// backward kernels are written against (see arch/arch.h; the backward also uses PaddedTile,
+// warp_gemm_abt and warp_gemm_pv, named as in mma_sync.h). A wave has 64 lanes and owns kMT
+// m-tiles of 16 rows.
 //
 // No AMD GPU was available while writing this file: it is compiled for gfx942 in CI (clang-19,
 // tools/compile_check.py counts the v_mfma instructions), and its index algebra is checked by a
@@ -38,20 +40,27 @@ constexpr int kMaxSmemBytes = 64 * 1024;
 constexpr int padded_head_dim(int d) { return d; }
 constexpr int m_tiles_per_warp(int d) { return d <= 128 ? 2 : 1; }
 constexpr int block_n(int d) { return m_tiles_per_warp(d) == 2 && d > 64 ? 32 : 64; }
+// Keys per step of the backward's dQ pass: its 64-row Q and dO tiles stay in LDS beside K and V,
+// and at D=128 K and V of 64 keys would bring that to 68 KB.
+constexpr int bwd_dq_block_n(int d) { return d <= 96 ? 64 : 32; }
 
 template <int kRows, int kD>
-struct SmemTile {
+struct PaddedTile {
   static constexpr int kTileRows = kRows, kTileCols = kD;
   static constexpr int kStride = kD + kSmemPad;
   static constexpr int kElems = kRows * kStride;
   static CFA_DEVICE int offset(int row, int col) { return row * kStride + col; }
 };
+template <int kRows, int kD>
+using SmemTile = PaddedTile<kRows, kD>;
 
-// bfloat16 as 16 raw bits; built from a float with round-to-nearest-even (NaN stays NaN).
+// bfloat16 as 16 raw bits; built from a float with round-to-nearest-even (NaN stays NaN), read
+// back exactly (the backward widens its inputs and staged dS^T to fp32).
 struct BFloat16 {
   uint16_t bits;
   BFloat16() = default;
   CFA_HOST_DEVICE explicit BFloat16(float f) : bits(round_bits(f)) {}
+  CFA_HOST_DEVICE explicit operator float() const { return __builtin_bit_cast(float, uint32_t(bits) << 16); }
   static CFA_HOST_DEVICE uint16_t round_bits(float f) {
     const uint32_t u = __builtin_bit_cast(uint32_t, f);
     if ((u & 0x7fffffffu) > 0x7f800000u) return uint16_t((u >> 16) | 0x40u);  // quiet NaN
@@ -137,34 +146,34 @@ CFA_DEVICE void set_acc_tile(Acc<kMT, kN>& acc, int t, int nt, Float4 v) {
   x[0] = v[0]; x[1] = v[1]; x[2] = v[2]; x[3] = v[3];
 }
 
-// s = Q K^T for the wave's 16*kMT rows of sQ and the kN keys of sK (both row-major [row][d]),
-// computed as S^T = K Q^T. The head dim is walked 32 columns at a time: lane (r, g) reads 8
-// consecutive entries d = 32p + 8g .. +7 of its K row 16nt + r and Q row 16t + r with one
-// 16-byte LDS read; entries 4h..4h+3 feed MFMA k-step h in {0, 1}. The k index of a step may
-// map to any head-dim column as long as A and B agree, and both use this mapping.
+// s = A B^T for the 16*kMT rows of sA and the kN rows of sB (both row-major, kD columns; in the
+// forward A = Q, B = K), computed as S^T = B A^T. The kD columns are walked 32 at a time: lane
+// (r, g) reads 8 consecutive entries d = 32p + 8g .. +7 of its B row 16nt + r and A row 16t + r
+// with one 16-byte LDS read; entries 4h..4h+3 feed MFMA k-step h in {0, 1}. The k index of a
+// step may map to any column as long as both operands agree, and both use this mapping.
 template <typename T, int kMT, int kN, int kD>
-CFA_DEVICE void wave_gemm_qk(Acc<kMT, kN>& s, const T* sQ, const T* sK, int stride, int lane) {
-  static_assert(kD % 32 == 0, "gemm_qk walks the head dim 32 columns at a time");
+CFA_DEVICE void warp_gemm_abt(Acc<kMT, kN>& s, const T* sA, const T* sB, int stride, int lane) {
+  static_assert(kD % 32 == 0, "warp_gemm_abt walks the columns 32 at a time");
   Float4 acc[kMT][kN / 16];
 #pragma unroll
   for (int t = 0; t < kMT; ++t)
 #pragma unroll
     for (int nt = 0; nt < kN / 16; ++nt) acc[t][nt] = Float4{0.f, 0.f, 0.f, 0.f};
   const int r = lane % 16, g = lane / 16;
-  const T* q_lane = sQ + r * stride + 8 * g;
-  const T* k_lane = sK + r * stride + 8 * g;
+  const T* a_lane = sA + r * stride + 8 * g;
+  const T* b_lane = sB + r * stride + 8 * g;
 #pragma unroll 2
   for (int p = 0; p < kD / 32; ++p) {
-    Words4 q[kMT];
+    Words4 a[kMT];
 #pragma unroll
-    for (int t = 0; t < kMT; ++t) q[t] = *reinterpret_cast<const Words4*>(q_lane + t * 16 * stride + 32 * p);
+    for (int t = 0; t < kMT; ++t) a[t] = *reinterpret_cast<const Words4*>(a_lane + t * 16 * stride + 32 * p);
 #pragma unroll
     for (int nt = 0; nt < kN / 16; ++nt) {
-      const Words4 k = *reinterpret_cast<const Words4*>(k_lane + nt * 16 * stride + 32 * p);
+      const Words4 b = *reinterpret_cast<const Words4*>(b_lane + nt * 16 * stride + 32 * p);
 #pragma unroll
       for (int t = 0; t < kMT; ++t) {
-        acc[t][nt] = mfma_16x16x16<T>(k.xy, q[t].xy, acc[t][nt]);
-        acc[t][nt] = mfma_16x16x16<T>(k.zw, q[t].zw, acc[t][nt]);
+        acc[t][nt] = mfma_16x16x16<T>(b.xy, a[t].xy, acc[t][nt]);
+        acc[t][nt] = mfma_16x16x16<T>(b.zw, a[t].zw, acc[t][nt]);
       }
     }
   }
@@ -203,13 +212,14 @@ CFA_DEVICE void pack_p(PFrag<T, kMT, kN>& pf, const Acc<kMT, kN>& p) {
     }
 }
 
-// o += P V for the kN keys of sV (row-major [key][d]), computed as O^T += V^T P^T. The A operand
-// of head-dim tile dt, k-step kk is V^T[16dt + r][16kk + 4g + j] = V[16kk + 4g + j][16dt + r]:
+// o += P V for P in registers and the kN rows of sV (row-major [key][d]; in the backward also
+// dO, Q or a column slice of K), computed as O^T += V^T P^T. The A operand of head-dim tile dt,
+// k-step kk is V^T[16dt + r][16kk + 4g + j] = V[16kk + 4g + j][16dt + r]:
 // four 2-byte reads from four V rows (a transposing read; gfx942 has no LDS transpose load).
 // Lanes 16g..16g+15 read 16 consecutive entries of one row; rows of groups g, g+1 sit 4 rows
 // apart, in disjoint banks with kSmemPad (see there).
 template <typename T, int kMT, int kN, int kD>
-CFA_DEVICE void wave_gemm_pv(Acc<kMT, kD>& o, const PFrag<T, kMT, kN>& pf, const T* sV, int stride, int lane) {
+CFA_DEVICE void warp_gemm_pv(Acc<kMT, kD>& o, const PFrag<T, kMT, kN>& pf, const T* sV, int stride, int lane) {
   const int r = lane % 16, g = lane / 16;
   const uint16_t* v_lane = reinterpret_cast<const uint16_t*>(sV) + 4 * g * stride + r;
 #pragma unroll
@@ -230,12 +240,12 @@ CFA_DEVICE void wave_gemm_pv(Acc<kMT, kD>& o, const PFrag<T, kMT, kN>& pf, const
 template <typename T, int kMT, int kN, int kD, int kQRows>
 CFA_DEVICE void gemm_qk(Acc<kMT, kN>& s, const T* sQ, const T* sK, int warp, int lane) {
   constexpr int stride = SmemTile<kQRows, kD>::kStride;
-  wave_gemm_qk<T, kMT, kN, kD>(s, sQ + warp * 16 * kMT * stride, sK, stride, lane);
+  warp_gemm_abt<T, kMT, kN, kD>(s, sQ + warp * 16 * kMT * stride, sK, stride, lane);
 }
 template <typename T, int kMT, int kN, int kD>
 CFA_DEVICE void gemm_pv(Acc<kMT, kD>& o, const PFrag<T, kMT, kN>& pf, const T* sV, int warp, int lane) {
   (void)warp;
-  wave_gemm_pv<T, kMT, kN, kD>(o, pf, sV, SmemTile<kN, kD>::kStride, lane);
+  warp_gemm_pv<T, kMT, kN, kD>(o, pf, sV, SmemTile<kN, kD>::kStride, lane);
 }
 
 CFA_DEVICE void block_sync() { __syncthreads(); }

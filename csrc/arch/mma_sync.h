@@ -6,6 +6,9 @@
 
 namespace chiplet_fa::arch {
 
+// Keys per step of the backward's dQ pass (bwd_kernel.h).
+constexpr int bwd_dq_block_n(int) { return 64; }
+
 // Row-major tile, rows skewed by 16 bytes so ldmatrix's 8 row addresses hit 8 bank groups.
 template <int kRows, int kD>
 struct PaddedTile {
