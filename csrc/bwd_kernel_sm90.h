@@ -77,7 +77,6 @@ struct BwdKvKernelSm90 {
   static_assert(kSmemBytes <= 227 * 1024, "shared memory per workgroup on sm_90");
   // Named barriers (0 is __syncthreads): dS^T complete; a consumer's dQ staging complete.
   static constexpr int kDsBarrier = 1, kDqBarrier = 2;
-  static constexpr int kConsumerWarps = kConsumers * kWgThreads / 32;
 
   // The query blocks of one query head this workgroup visits: [begin, end), the ones from
   // `plain` on need no mask.
@@ -102,7 +101,7 @@ struct BwdKvKernelSm90 {
       arch::mbarrier_init(&sm.bar.kv_full, kWgThreads);
       for (int s = 0; s < kStages; ++s) {
         arch::mbarrier_init(&sm.bar.full[s], kWgThreads);
-        arch::mbarrier_init(&sm.bar.empty[s], kConsumerWarps);  // one arrival a warp
+        arch::mbarrier_init(&sm.bar.empty[s], kConsumers * kWgThreads);
       }
     }
     __syncthreads();
@@ -245,8 +244,9 @@ struct BwdKvKernelSm90 {
       arch::pin(dv.x);
       arch::pin(pf.a);
       arch::pin(dsf.a);
-      // wgmma_wait is warp-collective: the whole warp is done with Q, dO (and this stage's rows).
-      if (lane == 0) arch::mbarrier_arrive(&sm.bar.empty[stage]);
+      // Every thread releases the stage: an arrival orders only its own thread's reads (here
+      // lse_log2 and D; wgmma_wait covered the tensor cores' reads of Q and dO).
+      arch::mbarrier_arrive(&sm.bar.empty[stage]);
     };
 
     const Blocks mb = blocks(p, n0);
