@@ -6,6 +6,8 @@ cd "$(dirname "$0")/.."
 echo "# nvcc $(nvcc --version | grep -oE 'release [0-9.]+'), sm_90a, -O3 --use_fast_math, -DCFA_WGMMA=1"
 echo "# The forward kernel sets 168 registers per thread at launch (384 threads) and moves them"
 echo "# with setmaxnreg: producer warpgroup 56, consumer warpgroups 224 (csrc/fwd_kernel_sm90.h)."
+echo "# The backward's main pass (bwd_kv_kernel_sm90) does the same with 40 and 232"
+echo "# (csrc/bwd_kernel_sm90.h): its spills, when reported, are in the producer warpgroup."
 for tu in csrc/instantiations/*.cu; do
   echo "## $(basename "$tu")"
   nvcc -std=c++20 -O3 --use_fast_math --expt-relaxed-constexpr -gencode=arch=compute_90a,code=sm_90a \
