@@ -27,22 +27,15 @@
 
 namespace chiplet_fa {
 
+// Consumers hold dK, dV (128 registers at D = 128), S^T and dP^T (64), P^T and dS^T packed (32):
+// 224 spills in the causal kernels, and 40 + 2 * 232 takes the whole pool of 168 * 3.
 template <DType kDType, int kHeadDim, bool kCausal, bool kAtomicDq>
-struct BwdKvKernelSm90 {
+struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
   using T = typename arch::Element<kDType>::type;
   static constexpr int kDim = arch::padded_head_dim(kHeadDim);
-  static constexpr int kWgThreads = 128;
-  static constexpr int kConsumers = 2;
   static constexpr int kBlockN = 64 * kConsumers;
   static constexpr int kBlockM = 64;
-  static constexpr int kThreads = (1 + kConsumers) * kWgThreads;
   static constexpr int kStages = 2;
-  // Consumers hold dK, dV (128 registers at D = 128), S^T and dP^T (64), P^T and dS^T packed
-  // (32): 224 spills in the causal kernel, and 40 + 2 * 232 uses the whole pool of 168 * 3.
-  static constexpr int kProducerRegs = 40, kConsumerRegs = 232;
-  static_assert(kProducerRegs * kWgThreads + kConsumerRegs * kConsumers * kWgThreads <=
-                    arch::launch_registers(kThreads) * kThreads,
-                "register reallocation exceeds the register file");
   static_assert(kDim == 64 || kDim == 128, "sm_90a backward: head dims up to 128");
   static_assert(kBlockN == kGpuBwdBlockN, "the binding sizes the grid with kGpuBwdBlockN");
   static_assert(kGpuBwdRowPad % kBlockM == 0, "query blocks read lse_log2 and D unchecked");

@@ -23,21 +23,14 @@
 
 namespace chiplet_fa {
 
+// 65536 / 384 = 168 registers a thread at launch; the producer gives most of its share to the
+// consumers (56 * 128 + 224 * 256 = 168 * 384).
 template <DType kDType, int kHeadDim, bool kCausal>
-struct FwdKernel {
+struct FwdKernel : arch::WarpSpecialised<2, 56, 224> {
   using T = typename arch::Element<kDType>::type;
   static constexpr int kDim = arch::padded_head_dim(kHeadDim);
-  static constexpr int kWgThreads = 128;
-  static constexpr int kConsumers = 2;
   static constexpr int kBlockM = 64 * kConsumers;
   static constexpr int kBlockN = arch::block_n(kDim);
-  static constexpr int kThreads = (1 + kConsumers) * kWgThreads;
-  // 65536 / 384 = 168 registers a thread at launch; the producer gives most of its share to
-  // the consumers (56 * 128 + 224 * 256 = 168 * 384).
-  static constexpr int kProducerRegs = 56, kConsumerRegs = 224;
-  static_assert(kProducerRegs * kWgThreads + kConsumerRegs * kConsumers * kWgThreads <=
-                    arch::launch_registers(kThreads) * kThreads,
-                "register reallocation exceeds the register file");
 
   using QTile = arch::SmemTile<kBlockM, kDim>;
   using KVTile = arch::SmemTile<kBlockN, kDim>;

@@ -45,6 +45,19 @@ CFA_DEVICE void named_barrier_arrive(int id, int threads) {
 // Registers a thread gets at launch (allocation granule 8); setmaxnreg moves registers within
 // this pool, so a claim beyond it waits forever.
 constexpr int launch_registers(int threads) { return 65536 / threads / 8 * 8; }
+// The shape of a warp-specialised workgroup: one producer warpgroup and kConsumers consumer
+// warpgroups, between which setmaxnreg splits the registers.
+template <int kConsumerGroups, int kProducerRegisters, int kConsumerRegisters>
+struct WarpSpecialised {
+  static constexpr int kWgThreads = 128;
+  static constexpr int kConsumers = kConsumerGroups;
+  static constexpr int kThreads = (1 + kConsumers) * kWgThreads;
+  static constexpr int kProducerRegs = kProducerRegisters, kConsumerRegs = kConsumerRegisters;
+  static_assert(kProducerRegs * kWgThreads + kConsumerRegs * kConsumers * kWgThreads <=
+                    launch_registers(kThreads) * kThreads,
+                "register reallocation exceeds the pool the workgroup launched with");
+};
+
 template <int kRegs>
 CFA_DEVICE void release_registers() {
   asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegs));
