@@ -1,6 +1,7 @@
 // FlashAttention-2 backward, written once over the arch interface (arch/arch.h).
 //
-//   preprocess  one thread per query row: D = rowsum(dO * O).
+//   preprocess  one thread per query row, padded to whole query blocks: D = rowsum(dO * O) and
+//               lse_log2 (BwdParams).
 //   main        KV-block parallel (map_kv_workgroup): a workgroup owns kBlockN keys of one KV
 //               head, one warp per 16 keys. For each query head of the group and each block of
 //               kBlockM queries it computes, transposed so the warp's keys are the mma rows,
@@ -11,6 +12,8 @@
 //   dq          deterministic mode: query-block parallel (the forward's grid and mapping), one
 //               warp per 16 query rows: S = Q K^T, dP = dO V^T, dS, dQ += dS K over the keys in
 //               order, one plain store per element.
+// The sm_90a build runs bwd_kernel_sm90.h's warp-specialised main pass instead of `main`; the
+// preprocess and the dQ pass serve every build.
 #pragma once
 #include <cmath>
 
