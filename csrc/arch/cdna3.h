@@ -236,18 +236,8 @@ CFA_DEVICE void warp_gemm_pv(Acc<kMT, kD>& o, const PFrag<T, kMT, kN>& pf, const
   }
 }
 
-// The arch interface: wave `warp` owns rows 16*kMT*warp.. of the Q tile.
-template <typename T, int kMT, int kN, int kD, int kQRows>
-CFA_DEVICE void gemm_qk(Acc<kMT, kN>& s, const T* sQ, const T* sK, int warp, int lane) {
-  constexpr int stride = SmemTile<kQRows, kD>::kStride;
-  warp_gemm_abt<T, kMT, kN, kD>(s, sQ + warp * 16 * kMT * stride, sK, stride, lane);
-}
-template <typename T, int kMT, int kN, int kD>
-CFA_DEVICE void gemm_pv(Acc<kMT, kD>& o, const PFrag<T, kMT, kN>& pf, const T* sV, int warp, int lane) {
-  (void)warp;
-  warp_gemm_pv<T, kMT, kN, kD>(o, pf, sV, SmemTile<kN, kD>::kStride, lane);
-}
-
 CFA_DEVICE void block_sync() { __syncthreads(); }
 
 }  // namespace chiplet_fa::arch
+
+#include "tile_gemm.h"
