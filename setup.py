@@ -1,8 +1,10 @@
 """Build chiplet_fa._C with CMake + ninja for whichever torch is installed.
 
 Backend: CHIPLET_FA_BUILD=cpu|cuda|hip, else hip for a ROCm torch, cuda for a CUDA torch when
-nvcc is found, cpu otherwise. Install with `pip install --no-build-isolation .` so the build
-sees the torch you run with (an isolated build would fetch another one).
+nvcc is found, cpu otherwise. GPU architectures: CHIPLET_FA_CUDA_ARCHS / PYTORCH_ROCM_ARCH when
+given, else those of the GPUs visible now, else the wheel set (CMakeLists.txt's defaults).
+Install with `pip install --no-build-isolation .` so the build sees the torch you run with (an
+isolated build would fetch another one).
 """
 import os
 import shutil
@@ -14,6 +16,8 @@ from setuptools import Extension, find_packages, setup
 from setuptools.command.build_ext import build_ext
 
 ROOT = Path(__file__).resolve().parent
+VERSION = {}
+exec((ROOT / "chiplet_fa" / "version.py").read_text(), VERSION)
 
 
 def pick_backend(torch):
@@ -29,6 +33,39 @@ def pick_backend(torch):
     return "cpu"
 
 
+def cuda_arch(major, minor):
+    """The architecture to build for a compute capability: 9.0 takes the sm_90a kernels."""
+    return "90a" if (major, minor) == (9, 0) else f"{major}{minor}"
+
+
+def visible_gpu_archs(torch, backend):
+    """Architectures of the GPUs this build machine sees, in order, without repeats."""
+    if backend not in ("cuda", "hip") or not torch.cuda.is_available():
+        return []
+    archs = []
+    for i in range(torch.cuda.device_count()):
+        props = torch.cuda.get_device_properties(i)
+        arch = (props.gcnArchName.split(":")[0] if backend == "hip"
+                else cuda_arch(props.major, props.minor))
+        if arch not in archs:
+            archs.append(arch)
+    return archs
+
+
+def gpu_arch_args(torch, backend, env=os.environ):
+    """CMake arguments naming the GPU architectures: the user's, else the visible GPUs' (none:
+    CMakeLists.txt's defaults, the wheel set)."""
+    var = {"cuda": "CHIPLET_FA_CUDA_ARCHS", "hip": "PYTORCH_ROCM_ARCH"}.get(backend)
+    if var is None:
+        return []
+    given = env.get(var, "").replace(",", ";").replace(" ", ";").strip(";")
+    archs = given.split(";") if given else visible_gpu_archs(torch, backend)
+    if not archs:
+        return []
+    cmake_var = "CHIPLET_FA_CUDA_ARCHS" if backend == "cuda" else "CHIPLET_FA_HIP_ARCHS"
+    return [f"-D{cmake_var}=" + ";".join(a for a in archs if a)]
+
+
 class CMakeBuild(build_ext):
     def build_extension(self, ext):
         import torch
@@ -37,33 +74,31 @@ class CMakeBuild(build_ext):
         out_dir = Path(self.get_ext_fullpath(ext.name)).resolve().parent
         build_dir = Path(self.build_temp).resolve() / backend
         build_dir.mkdir(parents=True, exist_ok=True)
-        args = [
+        options = [f"-DCHIPLET_FA_BACKEND={backend}"] + gpu_arch_args(torch, backend)
+        for var in ("CHIPLET_FA_DTYPES", "CHIPLET_FA_HDIMS", "CHIPLET_FA_EMULATE"):
+            if os.environ.get(var):
+                options.append(f"-D{var}=" + os.environ[var].replace(",", ";"))
+        print(f"chiplet_fa: building in {build_dir} with {' '.join(options)}", flush=True)
+        subprocess.check_call([
             "cmake", "-S", str(ROOT), "-B", str(build_dir), "-G", "Ninja",
             f"-DCMAKE_PREFIX_PATH={torch.utils.cmake_prefix_path}",
             f"-DPython_EXECUTABLE={sys.executable}",
             f"-DCMAKE_LIBRARY_OUTPUT_DIRECTORY={out_dir}",
-            f"-DCHIPLET_FA_BACKEND={backend}",
-        ]
-        for env, var in (("CHIPLET_FA_DTYPES", "CHIPLET_FA_DTYPES"),
-                         ("CHIPLET_FA_HDIMS", "CHIPLET_FA_HDIMS"),
-                         ("CHIPLET_FA_CUDA_ARCHS", "CMAKE_CUDA_ARCHITECTURES")):
-            if os.environ.get(env):
-                args.append(f"-D{var}=" + os.environ[env].replace(",", ";"))
-        print(f"chiplet_fa: building the {backend} backend in {build_dir}", flush=True)
-        subprocess.check_call(args)
+        ] + options)
         jobs = os.environ.get("MAX_JOBS", str(os.cpu_count() or 2))
         subprocess.check_call(["cmake", "--build", str(build_dir), "-j", jobs])
 
 
-setup(
-    name="chiplet_fa",
-    version="0.1.0",
-    description="FlashAttention-2 kernels with L2-domain-aware (chiplet) workgroup mapping",
-    packages=find_packages(include=["chiplet_fa", "chiplet_fa.*"]),
-    ext_modules=[Extension("chiplet_fa._C", sources=[])],
-    cmdclass={"build_ext": CMakeBuild},
-    python_requires=">=3.10",
-    install_requires=["torch>=2.5"],
-    extras_require={"plot": ["matplotlib"], "test": ["pytest", "hypothesis"]},
-    entry_points={"console_scripts": ["chiplet-fa=chiplet_fa.__main__:main"]},
-)
+if __name__ == "__main__":
+    setup(
+        name="chiplet_fa",
+        version=VERSION["__version__"],
+        description="FlashAttention-2 kernels with L2-domain-aware (chiplet) workgroup mapping",
+        packages=find_packages(include=["chiplet_fa", "chiplet_fa.*"]),
+        ext_modules=[Extension("chiplet_fa._C", sources=[])],
+        cmdclass={"build_ext": CMakeBuild},
+        python_requires=">=3.10",
+        install_requires=["torch>=2.5"],
+        extras_require={"plot": ["matplotlib"], "test": ["pytest", "hypothesis", "numpy"]},
+        entry_points={"console_scripts": ["chiplet-fa=chiplet_fa.__main__:main"]},
+    )

@@ -1,7 +1,8 @@
 """`python -m chiplet_fa` / `chiplet-fa`: check the op on this machine, show what the mapping
 policies do to a paper-sized grid, and time them on a GPU.
 
-Subcommands: `run` (the default) and, once chiplet_fa.locality is present, `simulate`.
+Subcommands: `run` (the default) and, once chiplet_fa.locality is present, `simulate`;
+`--version` prints what the installation was built with (chiplet_fa.build_info()).
 """
 import argparse
 import math
@@ -9,7 +10,8 @@ import sys
 
 import torch
 
-from . import MAPPINGS, map_workgroups, num_l2_domains
+from . import MAPPINGS, build_info, map_workgroups, num_l2_domains
+from .build import format_build_info
 
 POLICIES = ("auto",) + MAPPINGS
 
@@ -103,7 +105,8 @@ def time_mappings(device, args):
 
 def run(args):
     device, name = pick_device()
-    print(f"chiplet_fa on {device.type} ({name}); L2 domains detected: {num_l2_domains(device)}")
+    print(f"chiplet_fa on {device.type} ({name}); L2 domains detected: {num_l2_domains(device)}; "
+          f"kernels: {build_info(device)['kernel_path']}")
     print("Self-check against torch SDPA in fp64 (B=2, N=300, H_q=8, H_kv=2, D=128, causal):")
     ok = self_check(device)
     mapping_report(args)
@@ -150,6 +153,9 @@ def build_parser():
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["--version"]:
+        print(format_build_info(build_info()))
+        return 0
     if not argv or (argv[0].startswith("-") and argv[0] not in ("-h", "--help")):
         argv = ["run"] + argv  # `run` is the default subcommand
     args = build_parser().parse_args(argv)

@@ -37,3 +37,19 @@ using cfaError_t = cudaError_t;
 #define cfaFuncSetAttribute cudaFuncSetAttribute
 #define cfaFuncAttributeMaxDynamicSharedMemorySize cudaFuncAttributeMaxDynamicSharedMemorySize
 #endif
+
+#if defined(CFA_HIP) || defined(CFA_CUDA)
+// The workgroup's dynamic shared memory (LDS), aligned for wgmma's 1024-byte swizzle atoms. One
+// declaration serves every kernel: two with different alignments in one unit conflict.
+CFA_DEVICE unsigned char* dynamic_smem() {
+  extern __shared__ __align__(1024) unsigned char cfa_dynamic_smem[];
+  return cfa_dynamic_smem;
+}
+#endif
+
+// Kernel launches go through one macro, so a platform without the triple-chevron syntax can
+// provide its own launcher.
+#if defined(CFA_HIP) || defined(CFA_CUDA)
+#define CFA_LAUNCH(kernel, grid, block, smem_bytes, stream, ...) \
+  kernel<<<grid, block, smem_bytes, stream>>>(__VA_ARGS__)
+#endif

@@ -1,6 +1,7 @@
-"""tools/compile_check.py on tiny translation units: it must pass a TU that compiles everywhere
-and uses the matrix cores (reporting its registers), skip HIP for head dims whose tiles exceed
-gfx942's LDS, and fail loudly on no TU, a compile error, or no v_mfma."""
+"""tools/compile_check.py on tiny translation units: each unit is compiled for the targets of the
+kernel family it names (mma_sync: sm_80 and sm_90, sm90: sm_90a, cdna3: gfx942, whose matrix-core
+instructions and registers are reported), and it fails loudly on no unit, a unit without a family,
+a compile error, or cdna3 code without v_mfma."""
 import shutil
 import subprocess
 import sys
@@ -32,6 +33,14 @@ extern "C" __global__ void scale(float* out, const float* in) {
 """
 
 
+def unit(family, matrix_op):
+    return f"#define CFA_FAMILY_{family} 1\n" + KERNEL.replace("MATRIX_OP", matrix_op)
+
+
+MFMA = "__builtin_amdgcn_mfma_f32_32x32x8f16(x, x, acc, 0, 0, 0)"
+PLAIN = "acc + (float)x[0]"
+
+
 def compile_check(tmp_path, sources):
     for name, text in sources.items():
         (tmp_path / name).write_text(text)
@@ -39,41 +48,39 @@ def compile_check(tmp_path, sources):
                           text=True, timeout=300)
 
 
-def test_passes_and_counts_mfma(tmp_path):
-    mfma = KERNEL.replace("MATRIX_OP", "__builtin_amdgcn_mfma_f32_32x32x8f16(x, x, acc, 0, 0, 0)")
-    done = compile_check(tmp_path, {"fwd_a.cu": mfma})
+def row(done, name):
+    """The cells of the unit's row: sm_80, sm_90, sm_90a, gfx942, v_mfma, vgpr, agpr, scratch."""
+    return next(line for line in done.stdout.splitlines() if line.split()[0].endswith("/" + name)).split()[1:]
+
+
+def test_cdna3_unit_compiles_for_gfx942_and_counts_mfma(tmp_path):
+    done = compile_check(tmp_path, {"fwd_a.cu": unit("CDNA3", MFMA)})
     assert done.returncode == 0, done.stdout + done.stderr
-    row = next(line for line in done.stdout.splitlines() if line.startswith("fwd_a.cu")).split()
-    # sm_80, sm_90, sm_90a (wgmma build), gfx942, then the v_mfma count
-    assert row[:6] == ["fwd_a.cu", "ok", "ok", "ok", "ok", "1"]
-    vgpr, agpr, scratch = map(int, row[6:])
+    cells = row(done, "fwd_a.cu")
+    assert cells[:5] == ["-", "-", "-", "ok", "1"]
+    vgpr, agpr, scratch = map(int, cells[5:])
     # The MFMA's 16-float accumulator alone needs 16 registers (VGPRs or AGPRs on gfx942).
     assert vgpr + agpr >= 16 and scratch == 0
 
 
-def test_skips_hip_for_head_dims_beyond_lds(tmp_path):
-    # No v_mfma in it: compiled for gfx942 it would fail, so passing shows the HIP step was skipped.
-    plain = KERNEL.replace("MATRIX_OP", "acc + (float)x[0]")
-    done = compile_check(tmp_path, {"fwd_bf16_hdim256_full.cu": plain})
+def test_nvidia_units_compile_for_their_family_targets(tmp_path):
+    done = compile_check(tmp_path, {"fwd_m.cu": unit("MMA_SYNC", PLAIN), "fwd_w.cu": unit("SM90", PLAIN)})
     assert done.returncode == 0, done.stdout + done.stderr
-    row = next(line for line in done.stdout.splitlines() if line.startswith("fwd_bf16_hdim256_full.cu"))
-    assert row.split()[1:5] == ["ok", "ok", "ok", "skipped"]
-    assert "[gfx942] skipped: head dim 256 > 128" in done.stdout and "1 skipped" in done.stdout
-
-
-def test_compiles_the_backward_for_hip(tmp_path):
-    # Without v_mfma the gfx942 step fails, which shows the backward is compiled there too.
-    plain = KERNEL.replace("MATRIX_OP", "acc + (float)x[0]")
-    done = compile_check(tmp_path, {"bwd_bf16_hdim64_full.cu": plain})
-    assert done.returncode == 1 and "bwd_bf16_hdim64_full.cu [gfx942]: no v_mfma" in done.stderr
+    assert row(done, "fwd_m.cu")[:5] == ["ok", "ok", "-", "-", "-"]
+    assert row(done, "fwd_w.cu")[:5] == ["-", "-", "ok", "-", "-"]
 
 
 def test_fails_without_mfma_or_on_a_compile_error(tmp_path):
-    no_mfma = KERNEL.replace("MATRIX_OP", "acc + (float)x[0]")
-    done = compile_check(tmp_path, {"fwd_plain.cu": no_mfma, "fwd_bad.cu": "not C++\n"})
+    done = compile_check(tmp_path, {"fwd_plain.cu": unit("CDNA3", PLAIN),
+                                    "fwd_bad.cu": "#define CFA_FAMILY_MMA_SYNC 1\nnot C++\n"})
     assert done.returncode == 1
     assert "fwd_plain.cu [gfx942]: no v_mfma" in done.stderr
-    assert "fwd_bad.cu [sm_80]" in done.stderr and "fwd_bad.cu [gfx942]" in done.stderr
+    assert "fwd_bad.cu [sm_80]" in done.stderr and "fwd_bad.cu [sm_90]" in done.stderr
+
+
+def test_fails_on_a_unit_without_a_family(tmp_path):
+    done = compile_check(tmp_path, {"fwd_x.cu": KERNEL.replace("MATRIX_OP", PLAIN)})
+    assert done.returncode == 1 and "fwd_x.cu: names no kernel family" in done.stderr
 
 
 def test_fails_when_no_translation_unit_matches(tmp_path):

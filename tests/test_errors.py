@@ -1,5 +1,8 @@
 """Every bad input gets a ValueError naming the argument, from the C++ front end (cpu, cuda)
 and from the fake kernel (meta device, and torch.compile's tracing)."""
+import subprocess
+import sys
+
 import pytest
 import torch
 
@@ -101,3 +104,24 @@ def test_sdpa_names_a_tensor_of_wrong_rank():
     q = torch.randn(1, 4, 8, 16)
     with pytest.raises(ValueError, match="key must be 4-D"):
         chiplet_fa.scaled_dot_product_attention(q, q[0], q)
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=GPU)])
+def test_bad_input_in_a_fresh_process_raises_value_error(device, tmp_path):
+    # The first formatted error message of a process is where an extension that carries its own
+    # static copy of libstdc++ crashed (a segmentation fault instead of the error); a fresh
+    # process makes this call that first message. Run outside the source tree, so the installed
+    # package is imported.
+    code = f"""
+import torch, chiplet_fa
+q = torch.randn(1, 8, 2, 7, device="{device}", dtype=torch.float16)
+k = torch.randn(1, 8, 2, 128, device="{device}", dtype=torch.float16)
+try:
+    torch.ops.chiplet_fa.fwd(q, k, k)
+except ValueError as err:
+    print("ValueError:", err)
+"""
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, f"exit {done.returncode}: {done.stderr[-2000:]}"
+    assert "ValueError: chiplet_fa.fwd: head dims differ: q has 7, k has 128" in done.stdout

@@ -1,21 +1,20 @@
 #!/usr/bin/env python3
-"""Compile every framework-free GPU translation unit for NVIDIA and AMD without a GPU.
+"""Compile every generated GPU translation unit for the targets of its kernel family, without a GPU.
 
-Each TU (default: csrc/instantiations/*.cu) is compiled
-  - by nvcc for each --cuda-arch (default sm_80, sm_90, and sm_90a, which builds the wgmma
-    path: CFA_WGMMA, as CMake sets it for a Hopper-only build) to an object file, and
-  - by clang as HIP for gfx942 (MI300X), device code only, to assembly, which llvm-mc assembles
-    into an object that llvm-objdump disassembles; the v_mfma (matrix-core) instructions are
-    counted, since a kernel that compiled to none of them would run at a fraction of peak, and
-    the register use the compiler reports in the assembly (arch VGPRs, AGPRs, scratch bytes per
-    lane: a nonzero scratch size means spills to memory) is shown.
-TUs whose file name says a head dim above HIP_MAX_HEAD_DIM (..._hdim192_...) are skipped for
-gfx942, with the reason: their tiles need more LDS than a workgroup has there.
+A unit names its family (`#define CFA_FAMILY_MMA_SYNC|SM90|CDNA3`, kernels/instantiations/<family>/):
+  - mma_sync units are compiled by nvcc for each --cuda-arch (default sm_80, sm_90),
+  - sm90 units by nvcc for sm_90a (wgmma, the warp-specialised kernels),
+  - cdna3 units by clang as HIP for gfx942 (MI300X), device code only, to assembly, which llvm-mc
+    assembles into an object that llvm-objdump disassembles; the v_mfma (matrix-core)
+    instructions are counted, since a kernel that compiled to none of them would run at a
+    fraction of peak, and the register use the compiler reports in the assembly (arch VGPRs,
+    AGPRs, scratch bytes per lane: a nonzero scratch size means spills to memory) is shown.
 The HIP step stops before linking: with -nogpulib the device libraries (ockl/ocml: thread ids,
 math) are absent, and their symbols stay undefined, as they do in any object before the link.
 
-Prints one row per TU and exits non-zero when no TU is found, any compile fails, or a compiled
-TU's HIP code has no v_mfma. Run from the repository root: python tools/compile_check.py
+Prints one row per unit ("-" where its family has no such target) and exits non-zero when no
+unit is found, a unit names no family, any compile fails, or a cdna3 unit's code has no v_mfma.
+Run from the repository root: python tools/compile_check.py
 """
 import argparse
 import glob
@@ -29,20 +28,20 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-# Largest head dim whose forward tiles fit gfx942's 64 KB of LDS per workgroup (the HIP build
-# asserts this in fwd_launch_impl.h, and CMake's HIP default leaves larger ones out).
-HIP_MAX_HEAD_DIM = 128
 # Resource summary comments clang writes after each kernel in the assembly.
 RESOURCES = {"vgpr": "NumVgprs", "agpr": "NumAgprs", "scratch": "ScratchSize"}
+FAMILY = re.compile(r"^#define CFA_FAMILY_(MMA_SYNC|SM90|CDNA3)\b", re.MULTILINE)
 
 
-def hip_skip_reason(tu):
-    """Why a TU is not compiled for the HIP arch, or None."""
-    match = re.search(r"_hdim(\d+)_", tu.name)
-    if match and int(match.group(1)) > HIP_MAX_HEAD_DIM:
-        return (f"head dim {match.group(1)} > {HIP_MAX_HEAD_DIM}: its tiles need more than the "
-                f"64 KB of LDS a gfx942 workgroup has")
-    return None
+def family_of(tu):
+    """The kernel family a unit defines, lower-case, or None."""
+    match = FAMILY.search(tu.read_text())
+    return match.group(1).lower() if match else None
+
+
+def targets(family, args):
+    """The columns a family's units are compiled for."""
+    return {"mma_sync": args.cuda_arch, "sm90": ["sm_90a"], "cdna3": [args.hip_arch]}[family]
 
 
 def resources(asm_text):
@@ -62,7 +61,7 @@ def run(cmd):
 
 def nvcc_step(tu, arch, out_dir, args):
     obj = out_dir / f"{tu.stem}.{arch}.o"
-    target = ["-gencode=arch=compute_90a,code=sm_90a", "-DCFA_WGMMA=1"] if arch == "sm_90a" else [f"-arch={arch}"]
+    target = ["-gencode=arch=compute_90a,code=sm_90a"] if arch == "sm_90a" else [f"-arch={arch}"]
     return run([args.nvcc, "-std=c++20", "-O3", "--expt-relaxed-constexpr", *target,
                 "-I", str(args.include), "-c", str(tu), "-o", str(obj)])
 
@@ -88,25 +87,24 @@ def hip_step(tu, out_dir, args):
 
 
 def check(tu, out_dir, args):
-    """One TU through every compiler: {column: (status, log)}, the v_mfma count and the HIP
-    resources; status is "ok", "FAILED" or "skipped" (log then says why)."""
-    results = {arch: nvcc_step(tu, arch, out_dir, args) for arch in args.cuda_arch}
-    results = {arch: ("ok" if ok else "FAILED", log) for arch, (ok, log) in results.items()}
-    skip = hip_skip_reason(tu)
-    if skip:
-        results[args.hip_arch] = ("skipped", skip)
-        return results, None, {}
+    """One TU through its family's compilers: {column: (status, log)}, the v_mfma count (None
+    for NVIDIA families) and the HIP resources; status is "ok" or "FAILED"."""
+    family = family_of(tu)
+    if family is None:
+        return {}, None, {}
+    if family != "cdna3":
+        results = {arch: nvcc_step(tu, arch, out_dir, args) for arch in targets(family, args)}
+        return {arch: ("ok" if ok else "FAILED", log) for arch, (ok, log) in results.items()}, None, {}
     ok, log, mfma, used = hip_step(tu, out_dir, args)
-    results[args.hip_arch] = ("ok" if ok else "FAILED", log)
-    return results, mfma, used
+    return {args.hip_arch: ("ok" if ok else "FAILED", log)}, mfma, used
 
 
 def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("sources", nargs="*", default=[str(ROOT / "csrc/instantiations/*.cu")],
-                   help="TU files or globs (default: csrc/instantiations/*.cu)")
+    p.add_argument("sources", nargs="*", default=[str(ROOT / "csrc/kernels/instantiations/*/*.cu")],
+                   help="TU files or globs (default: csrc/kernels/instantiations/*/*.cu)")
     p.add_argument("--include", type=Path, default=ROOT / "csrc")
-    p.add_argument("--cuda-arch", action="append", help="nvcc -arch (repeatable; default sm_80, sm_90)")
+    p.add_argument("--cuda-arch", action="append", help="nvcc -arch of mma_sync units (repeatable; default sm_80, sm_90)")
     p.add_argument("--hip-arch", default="gfx942")
     p.add_argument("--nvcc", default=os.environ.get("NVCC", "nvcc"))
     p.add_argument("--clang", default="clang-19")
@@ -115,7 +113,7 @@ def parse_args(argv):
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
     p.add_argument("--keep", type=Path, help="keep objects and assembly in this folder")
     args = p.parse_args(argv)
-    args.cuda_arch = args.cuda_arch or ["sm_80", "sm_90", "sm_90a"]
+    args.cuda_arch = args.cuda_arch or ["sm_80", "sm_90"]
     return args
 
 
@@ -136,29 +134,26 @@ def main(argv=None):
         with ThreadPoolExecutor(max_workers=args.jobs) as pool:
             results = list(pool.map(lambda tu: check(tu, out_dir, args), tus))
 
-    columns = args.cuda_arch + [args.hip_arch]
-    width = max(len(t.name) for t in tus)
+    columns = args.cuda_arch + ["sm_90a", args.hip_arch]
+    width = max(len(t.parent.name) + 1 + len(t.name) for t in tus)
     print(f"{'translation unit':{width}s}  " + "  ".join(f"{c:>7s}" for c in columns) +
           "".join(f"  {k:>6s}" for k in ["v_mfma", *RESOURCES]))
-    failures, skipped = [], []
+    failures = []
     for tu, (by_column, mfma, used) in zip(tus, results):
-        for column in columns:
-            status, log = by_column[column]
+        name = f"{tu.parent.name}/{tu.name}"
+        if not by_column:
+            failures.append(f"--- {name}: names no kernel family (#define CFA_FAMILY_MMA_SYNC, SM90 or CDNA3)")
+        for column, (status, log) in by_column.items():
             if status == "FAILED":
-                failures.append(f"--- {tu.name} [{column}]\n{log.strip()[-4000:]}")
-            elif status == "skipped":
-                skipped.append(f"--- {tu.name} [{column}] skipped: {log}")
-        if by_column[args.hip_arch][0] == "ok" and mfma == 0:
-            failures.append(f"--- {tu.name} [{args.hip_arch}]: no v_mfma instruction in the disassembly")
+                failures.append(f"--- {name} [{column}]\n{log.strip()[-4000:]}")
+        if by_column.get(args.hip_arch, ("",))[0] == "ok" and mfma == 0:
+            failures.append(f"--- {name} [{args.hip_arch}]: no v_mfma instruction in the disassembly")
         numbers = [mfma] + [used.get(k) for k in RESOURCES]
-        print(f"{tu.name:{width}s}  " + "  ".join(f"{by_column[c][0]:>7s}" for c in columns) +
+        print(f"{name:{width}s}  " + "  ".join(f"{by_column.get(c, ('-',))[0]:>7s}" for c in columns) +
               "".join(f"  {'-' if n is None else n:>6}" for n in numbers))
-    for line in skipped:
-        print(line)
     for failure in failures:
         print(failure, file=sys.stderr)
-    print(f"compile_check: {len(tus)} translation units, {len(failures)} failures, "
-          f"{len(skipped)} skipped")
+    print(f"compile_check: {len(tus)} translation units, {len(failures)} failures")
     return 1 if failures else 0
 
 

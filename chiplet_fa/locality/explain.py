@@ -3,6 +3,7 @@ from typing import Optional
 
 import torch
 
+from ..build import kernel_path
 from .detect import detect_xcds
 from .model import MAPPINGS, Shape, choose_mapping, topology_for_domains
 
@@ -16,7 +17,8 @@ def explain(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = Fa
     """Print (to `file`, default stdout; file=False prints nothing) the L2 domains detected
     for q's device, the topology the model assumes, the closed-form prediction per candidate
     mapping and the mapping chiplet_fa.attention(q, k, v, ...) will use. Returns the same as a
-    dict. q: (B, N_q, H_q, D); k, v: (B, N_k, H_kv, D)."""
+    dict, with the kernel path (family) the call runs on q's device. q: (B, N_q, H_q, D); k, v:
+    (B, N_k, H_kv, D)."""
     if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
         raise ValueError("explain: q, k and v must be 4-D (batch, seqlen, num_heads, head_dim)")
     if k.shape != v.shape:
@@ -36,8 +38,9 @@ def explain(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = Fa
     topo = topology_for_domains(xcds)
     best, predicted = choose_mapping(topo, shape)
     used = best if mapping == "auto" else mapping
+    kernels = kernel_path(q.device)
     report = {"num_xcds": xcds, "xcd_source": source, "topology": topo.name, "shape": shape,
-              "auto_choice": best, "mapping": used, "predicted": predicted}
+              "auto_choice": best, "mapping": used, "predicted": predicted, "kernel_path": kernels}
     if file is not False:
         lines = [f"chiplet_fa.explain: {xcds} L2 domain(s) ({source}); model topology {topo!r}",
                  f"  shape B={batch} H_q={heads_q} H_kv={k.shape[2]} N_q={seqlen_q} N_k={k.shape[1]} "
@@ -47,6 +50,7 @@ def explain(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = Fa
             mark = "  <- auto" if name == best else ""
             lines.append(f"  {name:<22}{100 * p.hit_rate:7.1f}%{100 * p.kv_hit_rate:8.1f}%"
                          f"{p.dram_read_bytes / 1e9:10.2f} GB{mark}")
-        lines.append(f"  mapping used: {used}" + (" (auto)" if mapping == "auto" else " (requested)"))
+        lines.append(f"  mapping used: {used}" + (" (auto)" if mapping == "auto" else " (requested)")
+                     + f"; kernels: {kernels}")
         print("\n".join(lines), file=file)
     return report

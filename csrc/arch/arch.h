@@ -1,7 +1,7 @@
-// One interface over the matrix units, chosen at compile time (for host and device passes
-// alike, so launch geometry agrees): CDNA3 MFMA for HIP, wgmma when the build targets sm_90a
-// only (CMake defines CFA_WGMMA), otherwise mma.sync for sm_80+.
-// Each backend defines, in namespace chiplet_fa::arch:
+// One interface over the matrix units: the backend of the translation unit's kernel family
+// (arch/family.h): mma.sync for CFA_FAMILY_MMA_SYNC, wgmma for CFA_FAMILY_SM90, MFMA for
+// CFA_FAMILY_CDNA3.
+// Each backend defines, in namespace chiplet_fa::CFA_FAMILY::arch:
 //   kWarpSize; Element<DType>::type;
 //   padded_head_dim(d) (head dim the tiles and MMAs use), m_tiles_per_warp(d) (16-row m-tiles
 //   a warp owns), block_n(d) (keys per step);
@@ -12,21 +12,20 @@
 //   copy_16B_async/copy_commit/copy_wait<N> (global -> shared, zero-fill when !valid);
 //   gemm_qk(S, sQ, sK, warp, lane) (S = Q K^T for the warp's rows), PFrag + pack_p,
 //   gemm_pv(O, P, sV, warp, lane) (O += P V); block_sync.
-// The online softmax, masking and tiling in fwd_kernel.h use nothing else. The backward
-// (bwd_kernel.h) also uses PaddedTile<kRows, kD> (row-major, kStride elements per row) and the
-// products over any such tile, warp_gemm_abt(S, sA, sB, stride, lane) (S = A B^T) and
+// The online softmax, masking and tiling in kernels/fwd_kernel.h use nothing else. The backward
+// (kernels/bwd_kernel.h) also uses PaddedTile<kRows, kD> (row-major, kStride elements per row)
+// and the products over any such tile, warp_gemm_abt(S, sA, sB, stride, lane) (S = A B^T) and
 // warp_gemm_pv(O, P, sB, stride, lane) (O += P B), and bwd_dq_block_n(d) (keys per step of its
-// dQ pass): mma_sync.h on every NVIDIA build, cdna3.h on HIP. The sm_90a build
-// runs the warp-specialised fwd_kernel_sm90.h instead, which uses sm90.h's asynchronous
-// warpgroup products (wgmma_qk/wgmma_pv, commit, wait) and sm90_sync.h; online_softmax.h and
-// tile_io.h serve both kernels.
+// dQ pass): mma_sync.h in both NVIDIA families, cdna3.h on AMD. The sm90 family runs the
+// warp-specialised kernels of kernels/sm90/, which use sm90.h's asynchronous warpgroup products
+// (wgmma_qk/wgmma_pv, commit, wait) and sm90_sync.h; online_softmax.h and tile_io.h serve all.
 #pragma once
-#include "../platform.h"
+#include "arch/family.h"
 
-#if defined(CFA_HIP)
-#include "cdna3.h"
-#elif defined(CFA_CUDA) && defined(CFA_WGMMA)
-#include "sm90.h"
-#elif defined(CFA_CUDA)
-#include "sm80.h"
+#if defined(CFA_FAMILY_CDNA3)
+#include "arch/cdna3.h"
+#elif defined(CFA_FAMILY_SM90)
+#include "arch/sm90.h"
+#else
+#include "arch/sm80.h"
 #endif

@@ -22,10 +22,10 @@
 #pragma once
 #include <cstdint>
 
-#include "../fwd_params.h"
-#include "../platform.h"
+#include "arch/dtype.h"
+#include "arch/family.h"
 
-namespace chiplet_fa::arch {
+namespace chiplet_fa::CFA_FAMILY::arch {
 
 constexpr int kWarpSize = 64;
 // gfx942 LDS: 32 banks of 4 bytes. 8 elements (16 bytes) of skew per row keep rows 16-byte aligned
@@ -238,6 +238,6 @@ CFA_DEVICE void warp_gemm_pv(Acc<kMT, kD>& o, const PFrag<T, kMT, kN>& pf, const
 
 CFA_DEVICE void block_sync() { __syncthreads(); }
 
-}  // namespace chiplet_fa::arch
+}  // namespace chiplet_fa::CFA_FAMILY::arch
 
 #include "tile_gemm.h"

@@ -45,15 +45,15 @@ def main():
 
 #include <cstdint>
 
-#include "../platform.h"
+#include "arch/family.h"
 
-namespace chiplet_fa::arch {{
+namespace chiplet_fa::CFA_FAMILY::arch {{
 
 template <typename T, int N>
 struct Wgmma;
 
 {body}
-}}  // namespace chiplet_fa::arch
+}}  // namespace chiplet_fa::CFA_FAMILY::arch
 """
     (Path(__file__).resolve().parent / "wgmma_ops.h").write_text(text)
 

@@ -4,7 +4,7 @@
 #pragma once
 #include "nvidia_common.h"
 
-namespace chiplet_fa::arch {
+namespace chiplet_fa::CFA_FAMILY::arch {
 
 // Keys per step of the backward's dQ pass (bwd_kernel.h).
 constexpr int bwd_dq_block_n(int) { return 64; }
@@ -92,4 +92,4 @@ CFA_DEVICE void warp_gemm_pv(Acc<kMT, kD>& o, const PFrag<T, kMT, kN>& pf, const
   }
 }
 
-}  // namespace chiplet_fa::arch
+}  // namespace chiplet_fa::CFA_FAMILY::arch

@@ -9,10 +9,10 @@
 
 #include <cstdint>
 
-#include "../fwd_params.h"
-#include "../platform.h"
+#include "arch/dtype.h"
+#include "arch/family.h"
 
-namespace chiplet_fa::arch {
+namespace chiplet_fa::CFA_FAMILY::arch {
 
 constexpr int kWarpSize = 32;
 
@@ -56,7 +56,7 @@ CFA_DEVICE void copy_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int kPending>
 CFA_DEVICE void copy_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
-#if defined(CFA_WGMMA)
+#if defined(CFA_FAMILY_SM90)
   // The tensor cores read shared memory through the async proxy; order the copies before it.
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 #endif
@@ -97,4 +97,4 @@ CFA_DEVICE void pack_p(PFrag<T, kMT, kN>& pf, const Acc<kMT, kN>& p) {
 
 CFA_DEVICE void block_sync() { __syncthreads(); }
 
-}  // namespace chiplet_fa::arch
+}  // namespace chiplet_fa::CFA_FAMILY::arch

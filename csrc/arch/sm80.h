@@ -3,7 +3,7 @@
 #pragma once
 #include "mma_sync.h"
 
-namespace chiplet_fa::arch {
+namespace chiplet_fa::CFA_FAMILY::arch {
 
 // Two m-tiles per warp let each K/V fragment read from shared memory feed twice the MMAs (one
 // m-tile leaves the kernel bound by ldmatrix bandwidth); above D=128 the output accumulator no
@@ -15,6 +15,6 @@ constexpr int block_n(int d) { return m_tiles_per_warp(d) == 2 && d > 64 ? 32 : 
 template <int kRows, int kD>
 using SmemTile = PaddedTile<kRows, kD>;
 
-}  // namespace chiplet_fa::arch
+}  // namespace chiplet_fa::CFA_FAMILY::arch
 
 #include "tile_gemm.h"

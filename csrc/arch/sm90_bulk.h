@@ -8,7 +8,7 @@
 
 #include "nvidia_common.h"
 
-namespace chiplet_fa::arch {
+namespace chiplet_fa::CFA_FAMILY::arch {
 
 // bytes: a multiple of 16; both addresses 16-byte aligned.
 CFA_DEVICE void bulk_reduce_add(float* gmem, const float* smem, uint32_t bytes) {
@@ -25,4 +25,4 @@ CFA_DEVICE void bulk_wait_read() {
 // This thread's bulk groups are complete (their global writes done).
 CFA_DEVICE void bulk_wait_all() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
 
-}  // namespace chiplet_fa::arch
+}  // namespace chiplet_fa::CFA_FAMILY::arch

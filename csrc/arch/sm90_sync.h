@@ -6,7 +6,7 @@
 
 #include "nvidia_common.h"
 
-namespace chiplet_fa::arch {
+namespace chiplet_fa::CFA_FAMILY::arch {
 
 CFA_DEVICE void mbarrier_init(uint64_t* bar, uint32_t arrivals) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(arrivals) : "memory");
@@ -67,4 +67,4 @@ CFA_DEVICE void claim_registers() {
   asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kRegs));
 }
 
-}  // namespace chiplet_fa::arch
+}  // namespace chiplet_fa::CFA_FAMILY::arch

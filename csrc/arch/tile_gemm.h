@@ -3,7 +3,7 @@
 // Included by such a backend (sm80.h, cdna3.h) after it defines those.
 #pragma once
 
-namespace chiplet_fa::arch {
+namespace chiplet_fa::CFA_FAMILY::arch {
 
 // s = Q K^T for warp `warp`'s 16*kMT rows of the Q tile and the kN keys of the K tile.
 template <typename T, int kMT, int kN, int kD, int kQRows>
@@ -19,4 +19,4 @@ CFA_DEVICE void gemm_pv(Acc<kMT, kD>& o, const PFrag<T, kMT, kN>& pf, const T* s
   warp_gemm_pv<T, kMT, kN, kD>(o, pf, sV, SmemTile<kN, kD>::kStride, lane);
 }
 
-}  // namespace chiplet_fa::arch
+}  // namespace chiplet_fa::CFA_FAMILY::arch

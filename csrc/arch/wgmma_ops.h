@@ -8,9 +8,9 @@
 
 #include <cstdint>
 
-#include "../platform.h"
+#include "arch/family.h"
 
-namespace chiplet_fa::arch {
+namespace chiplet_fa::CFA_FAMILY::arch {
 
 template <typename T, int N>
 struct Wgmma;
@@ -160,4 +160,4 @@ struct Wgmma<__nv_bfloat16, 256> {
   }
 };
 
-}  // namespace chiplet_fa::arch
+}  // namespace chiplet_fa::CFA_FAMILY::arch

@@ -18,9 +18,9 @@
 #include <ATen/Parallel.h>
 #include <torch/library.h>
 
-#include "../bwd_api.h"
-#include "../fwd_api.h"
-#include "../topology.h"
+#include "mapping/topology.h"
+#include "ops/bwd_api.h"
+#include "ops/fwd_api.h"
 
 namespace chiplet_fa {
 namespace {

@@ -10,9 +10,9 @@
 #include <ATen/Parallel.h>
 #include <torch/library.h>
 
-#include "../fwd_api.h"
-#include "../mapping.h"
-#include "../topology.h"
+#include "mapping/mapping.h"
+#include "mapping/topology.h"
+#include "ops/fwd_api.h"
 
 namespace chiplet_fa {
 namespace {

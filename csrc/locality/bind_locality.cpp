@@ -3,8 +3,8 @@
 #include <pybind11/functional.h>
 #include <pybind11/stl.h>
 
-#include "../mapping_names.h"
-#include "../topology.h"
+#include "mapping/mapping_names.h"
+#include "mapping/topology.h"
 #include "auto_policy.h"
 #include "model.h"
 
@@ -14,8 +14,7 @@ namespace chiplet_fa::locality {
 namespace {
 
 Mapping policy_by_name(const std::string& name) {
-  for (int i = 0; i < kNumMappings; ++i)
-    if (name == kMappingNames[i]) return static_cast<Mapping>(i);
+  if (const std::optional<Mapping> m = mapping_by_name(name)) return *m;
   throw py::value_error("mapping must be one of 'block_first', 'head_first', 'swizzled_block_first', "
                         "'swizzled_head_first'; got '" + name + "'");
 }

@@ -8,7 +8,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "../mapping.h"
+#include "mapping/mapping.h"
 #include "topology_presets.h"
 #include "workload.h"
 

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <functional>
 
-#include "../mapping.h"
+#include "mapping/mapping.h"
 #include "topology_presets.h"
 #include "workload.h"
 

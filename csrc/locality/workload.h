@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "../mapping.h"
+#include "mapping/mapping.h"
 
 namespace chiplet_fa::locality {
 

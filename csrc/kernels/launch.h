@@ -1,0 +1,40 @@
+// Host entry points of the GPU kernels, one generated translation unit per (family, dtype, head
+// dim, causal) in kernels/instantiations/<family>/, so builds parallelise. The bindings
+// (ops/gpu/) call the family the device runs; this header declares every family's entry points
+// and the launch geometry each fixes for the host.
+#pragma once
+#include "arch/kernel_family.h"
+#include "kernels/bwd_params.h"
+#include "platform.h"
+
+namespace chiplet_fa {
+
+struct KernelGeometry {
+  int fwd_block_m;     // query rows per forward workgroup (fixes num_m_blocks for the mapping)
+  int bwd_block_n;     // keys per workgroup of the backward main pass (fixes num_n_blocks)
+  int bwd_dq_block_m;  // query rows per workgroup of the deterministic dQ pass
+  int bwd_row_pad;     // softmax_d and lse_log2 rows are padded to whole blocks of this many
+};
+
+// The sm90 backward gives each of its two consumer warpgroups 64 keys.
+constexpr KernelGeometry geometry(KernelFamily f) {
+  return KernelGeometry{128, f == KernelFamily::kSm90 ? 128 : 64, 64, 64};
+}
+
+#if defined(CFA_CUDA) || defined(CFA_HIP)
+// run_bwd: preprocess, main pass (atomic dQ unless p.deterministic) and, when deterministic,
+// the dQ pass.
+#define CFA_DECLARE_LAUNCHERS(family)                                    \
+  namespace family {                                                     \
+  template <DType kDType, int kHeadDim, bool kCausal>                    \
+  void run_fwd(const FwdParams& params, cfaStream_t stream);             \
+  template <DType kDType, int kHeadDim, bool kCausal>                    \
+  void run_bwd(const BwdParams& params, cfaStream_t stream);             \
+  }
+CFA_DECLARE_LAUNCHERS(mma_sync)
+CFA_DECLARE_LAUNCHERS(sm90)
+CFA_DECLARE_LAUNCHERS(cdna3)
+#undef CFA_DECLARE_LAUNCHERS
+#endif
+
+}  // namespace chiplet_fa

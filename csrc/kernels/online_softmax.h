@@ -1,0 +1,121 @@
+// FlashAttention's online softmax for the rows a warp owns, shared by every forward kernel:
+// scores of one key block become base-2 logits (masked), are folded into running row
+// statistics (rescaling O when needed) and become the unnormalised P of the PV product.
+#pragma once
+#include <cmath>
+
+#include "arch/arch.h"
+#include "kernels/fwd_params.h"
+
+namespace chiplet_fa::CFA_FAMILY {
+
+template <typename SAcc, typename OAcc, int kBlockN, bool kCausal>
+struct OnlineSoftmax {
+  static constexpr int kSlots = SAcc::kSlots;
+  // The reference max of a row only moves (and O, row_sum are rescaled) when the row's max
+  // grew by more than this, so most steps skip the rescale; p = 2^(s - ref) stays below 2^8.
+  static constexpr float kRescaleSlack = 8.f;
+
+  float row_max[kSlots], row_sum[kSlots];
+  float scale_log2;
+
+  CFA_DEVICE explicit OnlineSoftmax(double softmax_scale) : scale_log2(float(softmax_scale) * float(M_LOG2E)) {
+#pragma unroll
+    for (int r = 0; r < kSlots; ++r) {
+      row_max[r] = -INFINITY;
+      row_sum[r] = 0.f;
+    }
+  }
+
+  // Scores to base-2 logits.
+  CFA_DEVICE void scale(SAcc& s) const {
+#pragma unroll
+    for (int i = 0; i < SAcc::kSize; ++i) s.x[i] *= scale_log2;
+  }
+  // Whether block n0 has keys that some row from warp_row0 must not see: past seqlen_k or
+  // (causal) right of a row's diagonal. Most blocks have none.
+  CFA_DEVICE bool needs_mask(const FwdParams& p, int n0, int warp_row0) const {
+    return n0 + kBlockN > p.seqlen_k || (kCausal && n0 + kBlockN - 1 > warp_row0 + p.causal_offset());
+  }
+  CFA_DEVICE void mask(SAcc& s, const FwdParams& p, int n0, int warp_row0, int lane) const {
+#pragma unroll
+    for (int i = 0; i < SAcc::kSize; ++i) {
+      const int col = n0 + SAcc::col(i, lane);
+      const int row = warp_row0 + SAcc::row(i, lane);
+      if (col >= p.seqlen_k || (kCausal && col > row + p.causal_offset())) s.x[i] = -INFINITY;
+    }
+  }
+  CFA_DEVICE void scale_and_mask(SAcc& s, const FwdParams& p, int n0, int warp_row0, int lane) const {
+    scale(s);
+    if (needs_mask(p, n0, warp_row0)) mask(s, p, n0, warp_row0, lane);
+  }
+
+  // Folds a block of logits into the row statistics and turns s into P. A row with no visible
+  // key yet keeps ref = -inf and contributes p = 0. Maxima and sums run over kPartials
+  // independent chains per row: one chain of kSize / kSlots dependent operations would leave
+  // the warp waiting on latency.
+  CFA_DEVICE void update(SAcc& s, OAcc& o) {
+    constexpr int kPartials = 4;
+    float block_max[kSlots][kPartials], ref[kSlots], block_sum[kSlots][kPartials];
+#pragma unroll
+    for (int r = 0; r < kSlots; ++r)
+#pragma unroll
+      for (int j = 0; j < kPartials; ++j) {
+        block_max[r][j] = -INFINITY;
+        block_sum[r][j] = 0.f;
+      }
+#pragma unroll
+    for (int i = 0; i < SAcc::kSize; ++i) {
+      float& m = block_max[SAcc::slot(i)][(i / 4) % kPartials];
+      m = fmaxf(m, s.x[i]);
+    }
+    bool grow = false;
+    float new_max[kSlots];
+#pragma unroll
+    for (int r = 0; r < kSlots; ++r) {
+#pragma unroll
+      for (int j = 1; j < kPartials; ++j) block_max[r][0] = fmaxf(block_max[r][0], block_max[r][j]);
+      new_max[r] = arch::row_allreduce_max(block_max[r][0]);
+      grow |= new_max[r] > row_max[r] + kRescaleSlack;
+    }
+    if (arch::warp_any(grow)) {
+      float alpha[kSlots];
+#pragma unroll
+      for (int r = 0; r < kSlots; ++r) {
+        new_max[r] = fmaxf(row_max[r], new_max[r]);
+        alpha[r] = new_max[r] == -INFINITY ? 1.f : exp2f(row_max[r] - new_max[r]);
+        row_max[r] = new_max[r];
+        row_sum[r] *= alpha[r];
+      }
+#pragma unroll
+      for (int i = 0; i < OAcc::kSize; ++i) o.x[i] *= alpha[OAcc::slot(i)];
+    }
+#pragma unroll
+    for (int r = 0; r < kSlots; ++r) ref[r] = row_max[r] == -INFINITY ? 0.f : row_max[r];
+#pragma unroll
+    for (int i = 0; i < SAcc::kSize; ++i) {
+      s.x[i] = exp2f(s.x[i] - ref[SAcc::slot(i)]);
+      block_sum[SAcc::slot(i)][(i / 4) % kPartials] += s.x[i];
+    }
+    // Partial row sums stay per lane (lanes of a row share ref): one reduction in finish().
+#pragma unroll
+    for (int r = 0; r < kSlots; ++r)
+#pragma unroll
+      for (int j = 0; j < kPartials; ++j) row_sum[r] += block_sum[r][j];
+  }
+
+  // 1 / row sum per slot (0 for a row that saw no key), and the row's natural-log
+  // log-sum-exp written to lse[row] for rows below seqlen_q.
+  CFA_DEVICE void finish(float (&inv_sum)[kSlots], float* lse, int seqlen_q, int warp_row0, int lane) {
+#pragma unroll
+    for (int r = 0; r < kSlots; ++r) {
+      row_sum[r] = arch::row_allreduce_sum(row_sum[r]);
+      inv_sum[r] = row_sum[r] > 0.f ? 1.f / row_sum[r] : 0.f;
+      const int row = warp_row0 + arch::slot_row(r, lane);
+      if (arch::owns_row_stats(lane) && row < seqlen_q)
+        lse[row] = row_sum[r] > 0.f ? row_max[r] * float(M_LN2) + logf(row_sum[r]) : -INFINITY;
+    }
+  }
+};
+
+}  // namespace chiplet_fa::CFA_FAMILY

@@ -1,0 +1,195 @@
+// FlashAttention forward for sm_90a, warp-specialised in the manner FlashAttention-3 describes.
+// A workgroup of three warpgroups computes a 128 x D tile of the output, chosen by
+// map_workgroup like every other forward kernel:
+//   producer    (warpgroup 0) copies Q once and K/V blocks into a ring of kStages buffers
+//               with cp.async; mbarriers per buffer say "landed" (k_full, v_full) and
+//               "free again" (k_empty, v_empty).
+//   consumers   (warpgroups 1, 2) own 64 query rows each. They take turns on the tensor cores
+//               (two named barriers, "ping-pong"): while one warpgroup's QK^T and PV products
+//               run, the other computes its softmax, which on one workgroup per SM would
+//               otherwise leave the tensor cores idle for a third of every step.
+// Per step a consumer issues PV of the previous key block and QK^T of this one back to back,
+// hands the turn over, waits for both, then runs the softmax of this block (which rescales O
+// right after it is complete). setmaxnreg moves registers from the producer to the consumers.
+#pragma once
+#include <type_traits>
+
+#include "arch/arch.h"
+#include "arch/sm90_sync.h"
+#include "kernels/fwd_params.h"
+#include "mapping/mapping.h"
+#include "kernels/online_softmax.h"
+#include "kernels/tile_io.h"
+
+namespace chiplet_fa::CFA_FAMILY {
+
+// 65536 / 384 = 168 registers a thread at launch; the producer gives most of its share to the
+// consumers (56 * 128 + 224 * 256 = 168 * 384).
+template <DType kDType, int kHeadDim, bool kCausal>
+struct FwdKernel : arch::WarpSpecialised<2, 56, 224> {
+  using T = typename arch::Element<kDType>::type;
+  static constexpr int kDim = arch::padded_head_dim(kHeadDim);
+  static constexpr int kBlockM = 64 * kConsumers;
+  static constexpr int kBlockN = arch::block_n(kDim);
+
+  using QTile = arch::SmemTile<kBlockM, kDim>;
+  using KVTile = arch::SmemTile<kBlockN, kDim>;
+  // K/V buffers: three where they fit beside Q in the 227 KB a workgroup may use, else two.
+  static constexpr int kMaxSmemBytes = 227 * 1024;
+  static constexpr int kStages =
+      (QTile::kElems + 6 * KVTile::kElems) * int(sizeof(T)) + 256 <= kMaxSmemBytes ? 3 : 2;
+  using SAcc = arch::Acc<1, kBlockN>;
+  using OAcc = arch::Acc<1, kDim>;
+  using Softmax = OnlineSoftmax<SAcc, OAcc, kBlockN, kCausal>;
+  struct Barriers {
+    uint64_t q_full, k_full[kStages], v_full[kStages], k_empty[kStages], v_empty[kStages];
+  };
+  static constexpr int kTileBytes = (QTile::kElems + 2 * kStages * KVTile::kElems) * int(sizeof(T));
+  static constexpr int kSmemBytes = kTileBytes + int(sizeof(Barriers));
+  static_assert(kSmemBytes <= kMaxSmemBytes, "shared memory per workgroup on sm_90");
+  // Named barrier ids (0 is __syncthreads): a consumer's turn, a consumer's epilogue.
+  static constexpr int kTurnBarrier = 1, kEpilogueBarrier = 1 + kConsumers;
+  static constexpr int kConsumerWarps = kConsumers * kWgThreads / 32;
+
+  struct Slabs {
+    FwdParams::HeadSlabs<T> g;  // this tile's head in global memory
+    T* sQ;
+    T* sK;
+    T* sV;
+    Barriers* bar;
+  };
+
+  static CFA_DEVICE void run(const FwdParams& p, unsigned char* smem) {
+    const Tile tile = map_workgroup(p.mapping, blockIdx.x, p.grid_shape());
+    const int m0 = tile.m_block * kBlockM;
+    const int n_blocks = (p.key_end(m0 + kBlockM) + kBlockN - 1) / kBlockN;
+    Slabs t;
+    t.g = p.head_slabs<T>(tile.batch, tile.q_head);
+    t.sQ = reinterpret_cast<T*>(smem);
+    t.sK = t.sQ + QTile::kElems;
+    t.sV = t.sK + kStages * KVTile::kElems;
+    t.bar = reinterpret_cast<Barriers*>(smem + kTileBytes);
+
+    if (threadIdx.x == 0) {
+      arch::mbarrier_init(&t.bar->q_full, kWgThreads);
+      for (int s = 0; s < kStages; ++s) {
+        arch::mbarrier_init(&t.bar->k_full[s], kWgThreads);
+        arch::mbarrier_init(&t.bar->v_full[s], kWgThreads);
+        arch::mbarrier_init(&t.bar->k_empty[s], kConsumerWarps);  // one arrival a warp
+        arch::mbarrier_init(&t.bar->v_empty[s], kConsumerWarps);
+      }
+    }
+    __syncthreads();
+
+    const int wg = threadIdx.x / kWgThreads;
+    if (wg == 0) {
+      arch::release_registers<kProducerRegs>();
+      produce(p, t, m0, n_blocks);
+    } else {
+      arch::claim_registers<kConsumerRegs>();
+      consume(p, t, m0, n_blocks, wg - 1);
+    }
+  }
+
+  static CFA_DEVICE void produce(const FwdParams& p, const Slabs& t, int m0, int n_blocks) {
+    if (n_blocks == 0) return;  // the consumers read nothing either
+    const int tid = threadIdx.x;
+    load_tile<QTile, kWgThreads>(t.sQ, t.g.q, p.q_row_stride, m0, p.seqlen_q, p.head_dim, tid);
+    arch::mbarrier_arrive_on_copies(&t.bar->q_full);
+    for (int nb = 0; nb < n_blocks; ++nb) {
+      const int stage = nb % kStages;
+      // Use j of a buffer waits until both consumers released use j - 1. K of a block is
+      // released a step before its V (QK^T runs a step ahead of PV).
+      const uint32_t released = (nb / kStages - 1) & 1;
+      if (nb >= kStages) arch::mbarrier_wait(&t.bar->k_empty[stage], released);
+      load_tile<KVTile, kWgThreads>(t.sK + stage * KVTile::kElems, t.g.k, p.k_row_stride, nb * kBlockN, p.seqlen_k,
+                                    p.head_dim, tid);
+      arch::mbarrier_arrive_on_copies(&t.bar->k_full[stage]);
+      if (nb >= kStages) arch::mbarrier_wait(&t.bar->v_empty[stage], released);
+      load_tile<KVTile, kWgThreads>(t.sV + stage * KVTile::kElems, t.g.v, p.v_row_stride, nb * kBlockN, p.seqlen_k,
+                                    p.head_dim, tid);
+      arch::mbarrier_arrive_on_copies(&t.bar->v_full[stage]);
+    }
+    arch::copy_wait_all();  // no copy outlives the thread that issued it
+  }
+
+  static CFA_DEVICE void consume(const FwdParams& p, const Slabs& t, int m0, int n_blocks, int cw) {
+    const int lane = threadIdx.x % 32;
+    const int warp = threadIdx.x / 32 - kWgThreads / 32;  // 0..7 over both consumers
+    const int warp_row0 = m0 + warp * 16;
+    const int turn = kTurnBarrier + cw, other_turn = kTurnBarrier + (1 - cw);
+    constexpr int kTurnThreads = kConsumers * kWgThreads;
+
+    OAcc o;
+#pragma unroll
+    for (int i = 0; i < OAcc::kSize; ++i) o.x[i] = 0.f;
+    SAcc s;
+    arch::PFrag<T, 1, kBlockN> pf;
+    Softmax softmax(p.softmax_scale);
+
+    // Step nb issues PV of block nb - 1 and QK^T of block nb. The first and last steps, and
+    // the blocks that need masking, are separate instantiations: ptxas serialises a wgmma
+    // under a runtime branch, and if-converts a masking branch into selects on every block.
+    auto step = [&](int nb, auto has_qk, auto has_pv, auto masked) {
+      constexpr bool kQK = decltype(has_qk)::value, kPV = decltype(has_pv)::value;
+      const int stage = nb % kStages, prev = (nb + kStages - 1) % kStages;
+      if constexpr (kQK) arch::mbarrier_wait(&t.bar->k_full[stage], (nb / kStages) & 1);
+      if constexpr (kPV) arch::mbarrier_wait(&t.bar->v_full[prev], ((nb - 1) / kStages) & 1);
+      arch::fence_async_proxy();  // the copies were cp.async (generic proxy) writes
+      arch::named_barrier_sync(turn, kTurnThreads);
+      arch::wgmma_fence();
+      if constexpr (kPV) arch::wgmma_pv<T, kBlockN, kDim>(o, pf, t.sV + prev * KVTile::kElems);
+      if constexpr (kQK) arch::wgmma_qk<T, kBlockN, kDim, kBlockM>(s, t.sQ, t.sK + stage * KVTile::kElems, cw);
+      arch::wgmma_commit();
+      // Every turn is handed over except the last one of consumer 1, which nobody awaits.
+      if (kQK || cw == 0) arch::named_barrier_arrive(other_turn, kTurnThreads);
+      arch::wgmma_wait<0>();
+      arch::pin(o.x);
+      arch::pin(s.x);
+      // wgmma_wait is warp-collective: the whole warp is done with the buffers.
+      if constexpr (kQK) if (lane == 0) arch::mbarrier_arrive(&t.bar->k_empty[stage]);
+      if constexpr (kPV) if (lane == 0) arch::mbarrier_arrive(&t.bar->v_empty[prev]);
+      if constexpr (kQK) {
+        softmax.scale(s);
+        if constexpr (decltype(masked)::value) softmax.mask(s, p, nb * kBlockN, warp_row0, lane);
+        softmax.update(s, o);
+        arch::pack_p(pf, s);
+      }
+    };
+    if (n_blocks > 0) {
+      arch::mbarrier_wait(&t.bar->q_full, 0);
+      if (cw == 1) arch::named_barrier_arrive(other_turn, kTurnThreads);  // consumer 0 starts
+      // Blocks below n_plain need no mask for any row of this workgroup.
+      int n_plain = p.seqlen_k / kBlockN;
+      if (kCausal) n_plain = min(n_plain, max(0, (m0 + p.causal_offset() + 1) / kBlockN));
+      using yes = std::true_type;
+      using no = std::false_type;
+      if (n_plain > 0)
+        step(0, yes{}, no{}, no{});
+      else
+        step(0, yes{}, no{}, yes{});
+      int nb = 1;
+      for (; nb < min(n_plain, n_blocks); ++nb) step(nb, yes{}, yes{}, no{});
+      for (; nb < n_blocks; ++nb) step(nb, yes{}, yes{}, yes{});
+      step(n_blocks, no{}, yes{}, no{});
+    }
+
+    float inv_sum[Softmax::kSlots];
+    softmax.finish(inv_sum, t.g.lse, p.seqlen_q, warp_row0, lane);
+    // Stage O in this consumer's own rows of the Q tile: its QK^T products are complete and
+    // the other consumer reads only its own rows.
+    stage_output<QTile>(t.sQ, o, inv_sum, warp * 16, lane);
+    arch::named_barrier_sync(kEpilogueBarrier + cw, kWgThreads);
+    store_tile<QTile, kWgThreads>(t.g.out, p.o_row_stride, t.sQ, m0, cw * 64, cw * 64 + 64, p.seqlen_q, p.head_dim,
+                                  threadIdx.x % kWgThreads);
+  }
+};
+
+// The bound is parenthesised: the template argument list's commas would otherwise split the
+// macro argument. One workgroup per SM: the consumers take all the registers.
+template <DType kDType, int kHeadDim, bool kCausal>
+CFA_GLOBAL void __launch_bounds__((FwdKernel<kDType, kHeadDim, kCausal>::kThreads), 1) fwd_kernel(const FwdParams p) {
+  FwdKernel<kDType, kHeadDim, kCausal>::run(p, dynamic_smem());
+}
+
+}  // namespace chiplet_fa::CFA_FAMILY

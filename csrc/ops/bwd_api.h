@@ -1,0 +1,41 @@
+// The torch-facing front end of chiplet_fa::bwd shared by every backend: argument checks,
+// gradient allocation and BwdParams filling. Backends differ only in tile sizes and kernels.
+#pragma once
+#include <optional>
+#include <string>
+
+#include <ATen/core/Tensor.h>
+
+#include "kernels/bwd_params.h"
+
+namespace chiplet_fa {
+
+struct BwdArgs {
+  at::Tensor dout, q, k, v, out, softmax_lse;
+  std::optional<double> softmax_scale;
+  bool causal;
+  std::string mapping;
+  int64_t num_xcds;
+  bool deterministic;
+};
+
+// Gradients and the accumulator-typed scratch the kernels write.
+struct BwdTensors {
+  at::Tensor dk, dv;       // like k and v
+  at::Tensor dq_accum;     // zeros (B, N_q, H_q, D) contiguous, float (double for fp64 inputs)
+  at::Tensor softmax_d;    // (B, H_q, N_q rounded up to row_pad), accumulator type
+};
+
+// Validates args (clear errors naming the argument), allocates the tensors and returns params
+// for a backend whose main-kernel workgroups own block_n keys, whose dQ-pass tiles are block_m
+// rows tall and whose per-row buffers are padded to a multiple of row_pad rows, on a device
+// with `detected_xcds` L2 domains.
+BwdParams prepare_bwd(const BwdArgs& args, int block_m, int block_n, int row_pad, int detected_xcds,
+                      BwdTensors& tensors);
+
+// Sets the gradient pointers and strides of p (backends that re-lay tensors out call it again;
+// dq_accum must be contiguous with p.head_dim columns).
+void point_grads_at(BwdParams& p, const at::Tensor& dout, const at::Tensor& dk,
+                    const at::Tensor& dv, const at::Tensor& dq_accum);
+
+}  // namespace chiplet_fa

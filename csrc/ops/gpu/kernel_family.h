@@ -1,0 +1,23 @@
+// Which kernel family runs on a device, chosen per call from the device and what this build holds:
+// on NVIDIA the sm90 family (wgmma, warp-specialised) on compute capability 9.0, else mma_sync on
+// any GPU one of its built architectures runs on, directly or through its PTX (sm_80, 86, 89, and
+// newer GPUs without a family of their own); on AMD the cdna3 family. CHIPLET_FA_KERNEL=mma_sync
+// or sm90 (alias wgmma) forces one; a device that cannot run the forced family raises.
+#pragma once
+#include <string>
+
+#include <c10/core/Device.h>
+
+#include "arch/kernel_family.h"
+
+namespace chiplet_fa {
+
+constexpr const char* kKernelEnv = "CHIPLET_FA_KERNEL";
+
+// Raises RuntimeError naming the device and the build when no built family can run on it.
+KernelFamily kernel_family(const c10::Device& device);
+
+// "<family> on <device name> (<arch>)", for build_info() and explain().
+std::string kernel_path(const c10::Device& device);
+
+}  // namespace chiplet_fa

@@ -1,0 +1,35 @@
+// From params to the generated kernel instantiations: the one place that knows which
+// (family, dtype, head dim, causal) units this build compiled.
+#pragma once
+#include <type_traits>
+
+#include "kernels/launch.h"
+
+namespace chiplet_fa {
+
+// Runs the smallest built instantiation of `family` whose head dim covers p.head_dim (forward
+// for FwdParams, backward for BwdParams); false when this build has none. CMake defines
+// CHIPLET_FA_HAS_<family>_<kind>_<dtype>_<hdim> for each unit it compiles, which switches its case
+// of the generated tables on; cases run in increasing head dim.
+template <typename Params>
+bool launch_kernels(KernelFamily family, DType dtype, bool causal, const Params& p, cfaStream_t stream) {
+#define CFA_CASE(KIND, NS, FAMILY, DT, HD)                                        \
+  if (family == KernelFamily::FAMILY && dtype == DType::DT && p.head_dim <= HD) { \
+    if (causal) NS::run_##KIND<DType::DT, HD, true>(p, stream);                   \
+    else NS::run_##KIND<DType::DT, HD, false>(p, stream);                         \
+    return true;                                                                  \
+  }
+  if constexpr (std::is_same_v<Params, BwdParams>) {
+#include "kernels/instantiations/cdna3/bwd_dispatch.inc"
+#include "kernels/instantiations/mma_sync/bwd_dispatch.inc"
+#include "kernels/instantiations/sm90/bwd_dispatch.inc"
+  } else {
+#include "kernels/instantiations/cdna3/fwd_dispatch.inc"
+#include "kernels/instantiations/mma_sync/fwd_dispatch.inc"
+#include "kernels/instantiations/sm90/fwd_dispatch.inc"
+  }
+#undef CFA_CASE
+  return false;
+}
+
+}  // namespace chiplet_fa

@@ -1,0 +1,95 @@
+// pybind11 module chiplet_fa._C: loading it registers the operators (static initialisers of
+// the other translation units) and exposes the mapping function, the build's description and the
+// kernel family a device runs, for the Python package, tests and tools.
+#include <torch/extension.h>
+
+#include "build_config.h"
+
+#include "locality/bind_locality.h"
+#include "mapping/mapping.h"
+#include "mapping/topology.h"
+#include "ops/resolve_mapping.h"
+#if CHIPLET_FA_GPU
+#include "ops/gpu/kernel_family.h"
+#endif
+
+namespace chiplet_fa {
+namespace {
+
+at::Tensor map_workgroups(const std::string& policy, int64_t batch, int64_t num_q_heads,
+                          int64_t num_kv_heads, int64_t num_m_blocks, int64_t num_xcds,
+                          int64_t seqlen_k, int64_t head_dim, int64_t elem_bytes, bool causal) {
+  TORCH_CHECK_VALUE(batch >= 0 && num_m_blocks >= 0, "map_workgroups: batch and num_m_blocks must be >= 0");
+  TORCH_CHECK_VALUE(num_q_heads >= 1 && num_kv_heads >= 1 && num_q_heads % num_kv_heads == 0,
+                    "map_workgroups: num_q_heads (", num_q_heads,
+                    ") must be a positive multiple of num_kv_heads (", num_kv_heads, ")");
+  TORCH_CHECK_VALUE(num_xcds >= 1, "map_workgroups: num_xcds must be >= 1, got ", num_xcds);
+  TORCH_CHECK_VALUE(batch * num_q_heads * num_m_blocks <= INT32_MAX,
+                    "map_workgroups: grid of ", batch * num_q_heads * num_m_blocks, " exceeds int32");
+  // "auto" needs the attention shape: the grid is num_m_blocks tiles of the GPU kernel's
+  // 128 rows; seqlen_k defaults to the same length.
+  locality::AttnShape shape{batch, num_q_heads, num_kv_heads, num_m_blocks * 128,
+                            seqlen_k < 0 ? num_m_blocks * 128 : seqlen_k, head_dim};
+  shape.elem_bytes = int32_t(elem_bytes);
+  shape.causal = causal;
+  const Mapping p = resolve_mapping(policy, int(num_xcds), shape);
+  const GridShape g{int32_t(batch), int32_t(num_q_heads), int32_t(num_m_blocks), int32_t(num_xcds)};
+  const int64_t grid = grid_size(g);
+  at::Tensor rows = at::empty({grid, 3}, at::kLong);
+  int64_t* r = rows.data_ptr<int64_t>();
+  at::parallel_for(0, grid, 4096, [&](int64_t begin, int64_t end) {
+    for (int64_t wid = begin; wid < end; ++wid) {
+      const Tile t = map_workgroup(p, wid, g);
+      r[3 * wid] = t.batch;
+      r[3 * wid + 1] = t.q_head;
+      r[3 * wid + 2] = t.m_block;
+    }
+  });
+  return rows;
+}
+
+py::dict build_info() {
+  py::dict d;
+  d["backend"] = CHIPLET_FA_BACKEND;
+  d["emulate"] = CHIPLET_FA_EMULATE;
+  d["archs"] = CHIPLET_FA_GPU_ARCHS;
+  d["instantiations"] = CHIPLET_FA_INSTANTIATIONS;
+  d["cxx_compiler"] = CHIPLET_FA_CXX_COMPILER;
+  d["gpu_compiler"] = CHIPLET_FA_GPU_COMPILER;
+  d["torch"] = CHIPLET_FA_TORCH_VERSION;
+  d["cxx_runtime"] = CHIPLET_FA_CXX_RUNTIME;
+  return d;
+}
+
+// The kernel family a call on `device` runs: "cpu" on the CPU, else the GPU family chosen for it.
+std::string device_kernel_path(const std::string& device) {
+  const c10::Device d(device);
+  if (!d.is_cuda()) return "cpu";
+#if CHIPLET_FA_GPU
+  return kernel_path(d);
+#else
+  TORCH_CHECK(false, "chiplet_fa was built for the CPU only (backend ", CHIPLET_FA_BACKEND, "); no kernels for ", d);
+#endif
+}
+
+}  // namespace
+}  // namespace chiplet_fa
+
+PYBIND11_MODULE(_C, m) {
+  m.doc() = "chiplet_fa native module: operators are registered under torch.ops.chiplet_fa";
+  m.def("map_workgroups", &chiplet_fa::map_workgroups, py::arg("policy"), py::arg("batch"),
+        py::arg("num_q_heads"), py::arg("num_kv_heads"), py::arg("num_m_blocks"),
+        py::arg("num_xcds"), py::arg("seqlen_k") = -1, py::arg("head_dim") = 128,
+        py::arg("elem_bytes") = 2, py::arg("causal") = false,
+        "Rows (batch, q_head, m_block) of every workgroup id, computed by the kernels' function");
+  m.def("num_l2_domains",
+        [](const std::string& device) { return chiplet_fa::detect_num_xcds(c10::Device(device)); },
+        py::arg("device"), "L2 domains the op detects on device: what num_xcds=-1 resolves to");
+  m.def("build_info", &chiplet_fa::build_info, "What this build holds (backend, archs, instantiations, compilers)");
+  m.def("kernel_path", &chiplet_fa::device_kernel_path, py::arg("device"),
+        "The kernel family a call on `device` runs, with the device it was chosen for");
+  py::tuple names(chiplet_fa::kNumMappings);
+  for (int i = 0; i < chiplet_fa::kNumMappings; ++i) names[i] = chiplet_fa::kMappingNames[i];
+  m.attr("mapping_names") = names;
+  chiplet_fa::locality::bind_locality(m);
+}
