@@ -21,7 +21,7 @@ py=$(python -c 'import sys; print(f"cp{sys.version_info[0]}{sys.version_info[1]}
 unpacked=$(mktemp -d)
 python -m zipfile -e "$wheel" "$unpacked"
 so=$(ls "$unpacked"/chiplet_fa/_C*.so)
-sass() { cuobjdump -sass -arch "$1" "$so" | grep -oE "$2" | wc -l; }
+sass() { cuobjdump -sass -arch "$1" "$so" | { grep -oE "$2" || true; } | wc -l; }
 hmma80=$(sass sm_80 HMMA) hgmma90a=$(sass sm_90a HGMMA) hgmma80=$(sass sm_80 HGMMA)
 ptx=$(cuobjdump -lptx "$so" | grep -c "sm_90" || true)
 echo "sm_80: $hmma80 HMMA, $hgmma80 HGMMA; sm_90a: $hgmma90a HGMMA; sm_90 PTX files: $ptx"

@@ -1,4 +1,6 @@
 """The workgroup mapping, computed by the same C++ function the kernels call."""
+from typing import Optional, Sequence
+
 import torch
 
 from . import _C
@@ -8,15 +10,20 @@ MAPPINGS = tuple(_C.mapping_names)
 
 def map_workgroups(policy: str, batch: int, num_q_heads: int, num_kv_heads: int,
                    num_m_blocks: int, num_xcds: int, seqlen_k: int = -1, head_dim: int = 128,
-                   elem_bytes: int = 2, causal: bool = False) -> torch.Tensor:
+                   elem_bytes: int = 2, causal: bool = False,
+                   blocks_per_sequence: Optional[Sequence[int]] = None) -> torch.Tensor:
     """Return an int64 tensor (grid, 3): row wid is (batch, q_head, m_block) of workgroup wid.
 
     grid = batch * num_q_heads * num_m_blocks; under round-robin dispatch workgroup wid runs
     on L2 domain (XCD) wid % num_xcds. Policy "auto" resolves with the L2 model for the shape
     given by the remaining arguments (seqlen_k -1: num_m_blocks * 128).
+    blocks_per_sequence: a ragged grid (variable-length batch): sequence b has this many m-blocks
+    per q head (batch must be its length, num_m_blocks at least its largest entry), and
+    grid = num_q_heads * sum(blocks_per_sequence).
     """
+    blocks = None if blocks_per_sequence is None else [int(m) for m in blocks_per_sequence]
     return _C.map_workgroups(policy, batch, num_q_heads, num_kv_heads, num_m_blocks, num_xcds,
-                             seqlen_k, head_dim, elem_bytes, causal)
+                             seqlen_k, head_dim, elem_bytes, causal, blocks)
 
 
 def num_l2_domains(device) -> int:

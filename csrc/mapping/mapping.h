@@ -21,6 +21,14 @@
 // the head-first order, so ACCs are visited in increasing order and at most X-1 ACCs are split
 // across domains (the ones straddling a range boundary), each across consecutive domains.
 // The naive policies are the swizzled ones with X = 1.
+//
+// Ragged grids. A variable-length batch gives each sequence b its own number of m-blocks M_b
+// (GridShape::block_offsets). Head-first order is then sequence by sequence, each sequence's rows
+// (q heads) one after another; block-first order within a range visits column m of every row in
+// the range that has one. Everything above holds unchanged, with grid = H * sum_b M_b, except
+// that ACCs of different sequences differ in size, so the swizzled guarantee is the general one:
+// each domain holds one contiguous run, at most X-1 ACCs are split, each across consecutive
+// domains. With equal lengths the ragged order is the uniform one, tile for tile.
 #pragma once
 #include <cstdint>
 
@@ -38,9 +46,13 @@ constexpr int kNumMappings = 4;
 
 struct GridShape {
   int32_t batch;
-  int32_t num_q_heads;
-  int32_t num_m_blocks;
-  int32_t num_xcds;  // L2 domains the hardware dispatches over round-robin
+  int32_t num_q_heads;   // rows per sequence (the backward's KV grid: KV heads)
+  int32_t num_m_blocks;  // blocks per row; in a ragged grid the most any sequence has
+  int32_t num_xcds;      // L2 domains the hardware dispatches over round-robin
+  // Ragged grids (variable-length batches): block_offsets[b] = blocks of the sequences before b
+  // (batch + 1 entries), so every row of sequence b has block_offsets[b + 1] - block_offsets[b]
+  // blocks. nullptr: every row has num_m_blocks.
+  const int32_t* block_offsets = nullptr;
 };
 
 struct Tile {
@@ -50,18 +62,55 @@ struct Tile {
 };
 
 CFA_HOST_DEVICE int64_t grid_size(const GridShape& g) {
+  if (g.block_offsets) return int64_t(g.num_q_heads) * g.block_offsets[g.batch];
   return int64_t(g.batch) * g.num_q_heads * g.num_m_blocks;
 }
 
-CFA_HOST_DEVICE Tile tile_of_row(int64_t row, int32_t m_block, const GridShape& g) {
-  return Tile{int32_t(row / g.num_q_heads), int32_t(row % g.num_q_heads), m_block};
+// Blocks of each row of sequence b, and the head-first position of that sequence's first tile.
+CFA_HOST_DEVICE int64_t blocks_of(const GridShape& g, int32_t b) {
+  return g.block_offsets ? g.block_offsets[b + 1] - g.block_offsets[b] : g.num_m_blocks;
+}
+CFA_HOST_DEVICE int64_t sequence_start(const GridShape& g, int32_t b) {
+  return int64_t(g.num_q_heads) * (g.block_offsets ? g.block_offsets[b] : int64_t(b) * g.num_m_blocks);
 }
 
-// k-th tile, m_block-major, of the head-first range [begin, end) (end > begin).
+// The sequence holding head-first position p (0 <= p < grid_size): the last b with
+// sequence_start(b) <= p. Sequences without blocks are never returned.
+CFA_HOST_DEVICE int32_t sequence_at(const GridShape& g, int64_t p) {
+  if (!g.block_offsets) return int32_t(p / (int64_t(g.num_q_heads) * g.num_m_blocks));
+  int32_t lo = 0, hi = g.batch - 1;
+  while (lo < hi) {
+    const int32_t mid = (lo + hi + 1) / 2;
+    if (sequence_start(g, mid) <= p) lo = mid; else hi = mid - 1;
+  }
+  return lo;
+}
+
+// Rows are (batch, q_head) pairs in order, row = batch * H + q_head.
+CFA_HOST_DEVICE int64_t row_length(const GridShape& g, int64_t row) { return blocks_of(g, int32_t(row / g.num_q_heads)); }
+CFA_HOST_DEVICE int64_t row_start(const GridShape& g, int64_t row) {
+  const int32_t b = int32_t(row / g.num_q_heads);
+  return sequence_start(g, b) + (row % g.num_q_heads) * blocks_of(g, b);
+}
+CFA_HOST_DEVICE Tile tile_of_row(int64_t row, int64_t m_block, const GridShape& g) {
+  return Tile{int32_t(row / g.num_q_heads), int32_t(row % g.num_q_heads), int32_t(m_block)};
+}
+CFA_HOST_DEVICE int64_t row_at(const GridShape& g, int64_t p) {
+  const int32_t b = sequence_at(g, p);
+  return int64_t(b) * g.num_q_heads + (p - sequence_start(g, b)) / blocks_of(g, b);
+}
+
+// The tile at head-first position p.
+CFA_HOST_DEVICE Tile head_first_tile(int64_t p, const GridShape& g) {
+  if (!g.block_offsets) return tile_of_row(p / g.num_m_blocks, p % g.num_m_blocks, g);
+  const int64_t row = row_at(g, p);
+  return tile_of_row(row, p - row_start(g, row), g);
+}
+
+// k-th tile, m_block-major, of the head-first range [begin, end) (end > begin) of a uniform grid.
 // Column m of the range holds rows rs..re, minus row rs when m < ms and row re when m > me,
 // so the number of tiles before column m is C(m) = m*n - min(m, ms) - max(0, m - me - 1).
-CFA_HOST_DEVICE Tile block_major_in_range(int64_t begin, int64_t end, int64_t k,
-                                          const GridShape& g) {
+CFA_HOST_DEVICE Tile block_major_in_uniform_range(int64_t begin, int64_t end, int64_t k, const GridShape& g) {
   const int64_t M = g.num_m_blocks;
   const int64_t rs = begin / M, ms = begin % M;
   const int64_t re = (end - 1) / M, me = (end - 1) % M;
@@ -77,7 +126,77 @@ CFA_HOST_DEVICE Tile block_major_in_range(int64_t begin, int64_t end, int64_t k,
     if (before(mid + 1) > k) hi = mid; else lo = mid + 1;
   }
   const int64_t row = rs + (lo < ms ? 1 : 0) + (k - before(lo));
-  return tile_of_row(row, int32_t(lo), g);
+  return tile_of_row(row, lo, g);
+}
+
+// The rows of a head-first range [begin, end) of a ragged grid: row rs from block ms on, whole
+// rows rs+1 .. re-1, row re up to block me. Rows of one sequence have one length, so sums over the
+// whole rows take one step per sequence.
+struct RaggedRange {
+  const GridShape& g;
+  int64_t rs, ms, re, me;
+
+  CFA_HOST_DEVICE RaggedRange(const GridShape& grid, int64_t begin, int64_t end) : g(grid) {
+    rs = row_at(g, begin);
+    ms = begin - row_start(g, rs);
+    re = row_at(g, end - 1);
+    me = end - 1 - row_start(g, re);
+  }
+  // Calls f(first_row, rows, length) for the runs of whole rows rs+1 .. re-1 of one sequence each;
+  // stops early when f returns true.
+  template <typename F>
+  CFA_HOST_DEVICE void whole_rows(F f) const {
+    for (int64_t row = rs + 1; row < re;) {
+      const int64_t next = (row / g.num_q_heads + 1) * g.num_q_heads;
+      const int64_t last = next < re ? next : re;
+      if (f(row, last - row, row_length(g, row))) return;
+      row = last;
+    }
+  }
+  // Blocks of row rs and re inside the range: [first_lo, first_hi] and [0, me].
+  CFA_HOST_DEVICE int64_t first_hi() const { return rs == re ? me : row_length(g, rs) - 1; }
+  // Tiles of the range in columns < m.
+  CFA_HOST_DEVICE int64_t before(int64_t m) const {
+    auto clip = [](int64_t x) { return x > 0 ? x : int64_t(0); };
+    int64_t n = clip((m < first_hi() + 1 ? m : first_hi() + 1) - ms);
+    if (re != rs) n += m < me + 1 ? m : me + 1;
+    whole_rows([&](int64_t, int64_t rows, int64_t len) {
+      n += rows * (m < len ? m : len);
+      return false;
+    });
+    return n;
+  }
+  // The kk-th row (in row order) with a tile in column m.
+  CFA_HOST_DEVICE int64_t row_in_column(int64_t m, int64_t kk) const {
+    if (m >= ms && m <= first_hi()) {
+      if (kk == 0) return rs;
+      --kk;
+    }
+    int64_t found = -1;
+    whole_rows([&](int64_t row, int64_t rows, int64_t len) {
+      if (len <= m) return false;
+      if (kk < rows) {
+        found = row + kk;
+        return true;
+      }
+      kk -= rows;
+      return false;
+    });
+    return found >= 0 ? found : re;
+  }
+};
+
+// k-th tile, m_block-major, of the head-first range [begin, end) (end > begin): the closed form on
+// a uniform grid, the same order found by search on a ragged one.
+CFA_HOST_DEVICE Tile block_major_in_range(int64_t begin, int64_t end, int64_t k, const GridShape& g) {
+  if (!g.block_offsets) return block_major_in_uniform_range(begin, end, k, g);
+  const RaggedRange r(g, begin, end);
+  int64_t lo = 0, hi = g.num_m_blocks - 1;  // smallest m with before(m + 1) > k
+  while (lo < hi) {
+    const int64_t mid = (lo + hi) / 2;
+    if (r.before(mid + 1) > k) hi = mid; else lo = mid + 1;
+  }
+  return tile_of_row(r.row_in_column(lo, k - r.before(lo)), lo, g);
 }
 
 CFA_HOST_DEVICE bool is_swizzled(Mapping p) {
@@ -96,13 +215,11 @@ CFA_HOST_DEVICE void domain_range(Mapping policy, int64_t wid, const GridShape& 
   *k = wid / X;
 }
 
+// The tile workgroup `wid` computes, 0 <= wid < grid_size(g).
 CFA_HOST_DEVICE Tile map_workgroup(Mapping policy, int64_t wid, const GridShape& g) {
   int64_t begin, end, k;
   domain_range(policy, wid, g, &begin, &end, &k);
-  if (policy == Mapping::kHeadFirst || policy == Mapping::kSwizzledHeadFirst) {
-    const int64_t p = begin + k;
-    return tile_of_row(p / g.num_m_blocks, int32_t(p % g.num_m_blocks), g);
-  }
+  if (policy == Mapping::kHeadFirst || policy == Mapping::kSwizzledHeadFirst) return head_first_tile(begin + k, g);
   return block_major_in_range(begin, end, k, g);
 }
 

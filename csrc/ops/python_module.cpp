@@ -16,16 +16,29 @@
 namespace chiplet_fa {
 namespace {
 
+// blocks_per_sequence: a ragged grid (variable-length batch) with these m-blocks per sequence;
+// batch must be its length and num_m_blocks at least its largest entry.
 at::Tensor map_workgroups(const std::string& policy, int64_t batch, int64_t num_q_heads,
                           int64_t num_kv_heads, int64_t num_m_blocks, int64_t num_xcds,
-                          int64_t seqlen_k, int64_t head_dim, int64_t elem_bytes, bool causal) {
+                          int64_t seqlen_k, int64_t head_dim, int64_t elem_bytes, bool causal,
+                          const std::optional<std::vector<int64_t>>& blocks_per_sequence) {
   TORCH_CHECK_VALUE(batch >= 0 && num_m_blocks >= 0, "map_workgroups: batch and num_m_blocks must be >= 0");
   TORCH_CHECK_VALUE(num_q_heads >= 1 && num_kv_heads >= 1 && num_q_heads % num_kv_heads == 0,
                     "map_workgroups: num_q_heads (", num_q_heads,
                     ") must be a positive multiple of num_kv_heads (", num_kv_heads, ")");
   TORCH_CHECK_VALUE(num_xcds >= 1, "map_workgroups: num_xcds must be >= 1, got ", num_xcds);
-  TORCH_CHECK_VALUE(batch * num_q_heads * num_m_blocks <= INT32_MAX,
-                    "map_workgroups: grid of ", batch * num_q_heads * num_m_blocks, " exceeds int32");
+  std::vector<int32_t> offsets;
+  if (blocks_per_sequence) {
+    TORCH_CHECK_VALUE(int64_t(blocks_per_sequence->size()) == batch, "map_workgroups: blocks_per_sequence has ",
+                      blocks_per_sequence->size(), " entries for batch ", batch);
+    offsets.push_back(0);
+    for (int64_t m : *blocks_per_sequence) {
+      TORCH_CHECK_VALUE(m >= 0 && m <= num_m_blocks, "map_workgroups: blocks_per_sequence entries must be in 0..",
+                        num_m_blocks, " (num_m_blocks), got ", m);
+      TORCH_CHECK_VALUE(offsets.back() + m <= INT32_MAX, "map_workgroups: total blocks exceed int32");
+      offsets.push_back(int32_t(offsets.back() + m));
+    }
+  }
   // "auto" needs the attention shape: the grid is num_m_blocks tiles of the GPU kernel's
   // 128 rows; seqlen_k defaults to the same length.
   locality::AttnShape shape{batch, num_q_heads, num_kv_heads, num_m_blocks * 128,
@@ -33,8 +46,10 @@ at::Tensor map_workgroups(const std::string& policy, int64_t batch, int64_t num_
   shape.elem_bytes = int32_t(elem_bytes);
   shape.causal = causal;
   const Mapping p = resolve_mapping(policy, int(num_xcds), shape);
-  const GridShape g{int32_t(batch), int32_t(num_q_heads), int32_t(num_m_blocks), int32_t(num_xcds)};
+  const GridShape g{int32_t(batch), int32_t(num_q_heads), int32_t(num_m_blocks), int32_t(num_xcds),
+                    blocks_per_sequence ? offsets.data() : nullptr};
   const int64_t grid = grid_size(g);
+  TORCH_CHECK_VALUE(grid <= INT32_MAX, "map_workgroups: grid of ", grid, " exceeds int32");
   at::Tensor rows = at::empty({grid, 3}, at::kLong);
   int64_t* r = rows.data_ptr<int64_t>();
   at::parallel_for(0, grid, 4096, [&](int64_t begin, int64_t end) {
@@ -80,7 +95,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("map_workgroups", &chiplet_fa::map_workgroups, py::arg("policy"), py::arg("batch"),
         py::arg("num_q_heads"), py::arg("num_kv_heads"), py::arg("num_m_blocks"),
         py::arg("num_xcds"), py::arg("seqlen_k") = -1, py::arg("head_dim") = 128,
-        py::arg("elem_bytes") = 2, py::arg("causal") = false,
+        py::arg("elem_bytes") = 2, py::arg("causal") = false, py::arg("blocks_per_sequence") = py::none(),
         "Rows (batch, q_head, m_block) of every workgroup id, computed by the kernels' function");
   m.def("num_l2_domains",
         [](const std::string& device) { return chiplet_fa::detect_num_xcds(c10::Device(device)); },
