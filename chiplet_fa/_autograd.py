@@ -1,38 +1,66 @@
-"""Autograd formulas: fwd differentiates through the bwd operator."""
+"""Autograd formulas: fwd and fwd_varlen differentiate through bwd and bwd_varlen."""
 import torch
 
 _LIB = "chiplet_fa"
 
 
-# Autograd of fwd. The lse output is marked non-differentiable: nothing in chiplet_fa feeds it
-# into a loss, and the backward kernel takes no lse gradient.
+def _dout(dout):
+    return dout if dout.stride(-1) == 1 else dout.contiguous()  # e.g. the expanded gradient of a sum()
+
+
+# The lse output is marked non-differentiable: nothing in chiplet_fa feeds it into a loss, and the
+# backward kernels take no lse gradient. ALiBi slopes get no gradient either (flash-attention's
+# convention: they are fixed per head). Deterministic mode follows torch's global switch, the one
+# users already set for training.
 def _fwd_setup_context(ctx, inputs, output):
-    q, k, v, softmax_scale, causal, mapping, num_xcds = inputs
+    q, k, v, softmax_scale, causal, mapping, num_xcds, left, right, softcap, alibi = inputs
     out, softmax_lse = output
-    ctx.save_for_backward(q, k, v, out, softmax_lse)
+    ctx.save_for_backward(q, k, v, out, softmax_lse, alibi)
     ctx.options = (softmax_scale, causal, mapping, num_xcds)
+    ctx.mask = (left, right, softcap)
     ctx.mark_non_differentiable(softmax_lse)
 
 
 def _fwd_backward(ctx, dout, _dlse):
-    q, k, v, out, softmax_lse = ctx.saved_tensors
-    if dout.stride(-1) != 1:  # e.g. the expanded gradient of a sum()
-        dout = dout.contiguous()
-    # Deterministic mode follows torch's global switch, the one users already set for training.
-    deterministic = torch.are_deterministic_algorithms_enabled()
-    dq, dk, dv = torch.ops.chiplet_fa.bwd(dout, q, k, v, out, softmax_lse, *ctx.options,
-                                          deterministic)
-    return dq, dk, dv, None, None, None, None
+    q, k, v, out, softmax_lse, alibi = ctx.saved_tensors
+    dq, dk, dv = torch.ops.chiplet_fa.bwd(_dout(dout), q, k, v, out, softmax_lse, *ctx.options,
+                                          torch.are_deterministic_algorithms_enabled(), *ctx.mask, alibi)
+    return dq, dk, dv, None, None, None, None, None, None, None, None
 
 
 torch.library.register_autograd(f"{_LIB}::fwd", _fwd_backward, setup_context=_fwd_setup_context)
 
 
-def _bwd_backward(ctx, *grads):
-    raise NotImplementedError("chiplet_fa: double backward (a gradient of the attention "
-                              "gradients) is not supported")
+def _fwd_varlen_setup_context(ctx, inputs, output):
+    q, k, v, cu_q, cu_k, max_q, max_k, softmax_scale, causal, left, right, softcap, alibi, mapping, num_xcds = inputs
+    out, softmax_lse = output
+    ctx.save_for_backward(q, k, v, out, softmax_lse, cu_q, cu_k, alibi)
+    ctx.options = (max_q, max_k, softmax_scale, causal, left, right, softcap)
+    ctx.mapping = (mapping, num_xcds)
+    ctx.mark_non_differentiable(softmax_lse)
 
 
-# Registered so gradients that require grad (create_graph=True) fail loudly when differentiated
-# instead of silently getting no graph.
-torch.library.register_autograd(f"{_LIB}::bwd", _bwd_backward)
+def _fwd_varlen_backward(ctx, dout, _dlse):
+    q, k, v, out, softmax_lse, cu_q, cu_k, alibi = ctx.saved_tensors
+    dq, dk, dv = torch.ops.chiplet_fa.bwd_varlen(_dout(dout), q, k, v, out, softmax_lse, cu_q, cu_k, *ctx.options,
+                                                 alibi, *ctx.mapping, torch.are_deterministic_algorithms_enabled())
+    return (dq, dk, dv) + (None,) * 12
+
+
+torch.library.register_autograd(f"{_LIB}::fwd_varlen", _fwd_varlen_backward,
+                                setup_context=_fwd_varlen_setup_context)
+
+
+def _not_differentiable(what):
+    def backward(ctx, *grads):
+        raise NotImplementedError(f"chiplet_fa: {what}")
+    return backward
+
+
+# Registered so a graph through them fails loudly when differentiated instead of silently
+# getting no gradient. (fwd_varlen.out mutates `out`, so torch allows no formula for it; torch
+# itself refuses to differentiate through it.)
+torch.library.register_autograd(f"{_LIB}::bwd", _not_differentiable(
+    "double backward (a gradient of the attention gradients) is not supported"))
+torch.library.register_autograd(f"{_LIB}::bwd_varlen", _not_differentiable(
+    "double backward (a gradient of the attention gradients) is not supported"))

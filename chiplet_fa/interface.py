@@ -1,18 +1,23 @@
 """User-facing functions over torch.ops.chiplet_fa."""
-from typing import Optional
+from typing import Optional, Tuple
 
 import torch
 
 
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
               softmax_scale: Optional[float] = None, mapping: str = "auto",
-              num_xcds: int = -1) -> torch.Tensor:
+              num_xcds: int = -1, window_size: Tuple[int, int] = (-1, -1), softcap: float = 0.0,
+              alibi_slopes: Optional[torch.Tensor] = None) -> torch.Tensor:
     """FlashAttention forward in flash-attention's layout.
 
     q: (B, N_q, H_q, D); k, v: (B, N_k, H_kv, D) with H_q a multiple of H_kv (GQA/MQA).
-    causal masks are aligned to the bottom-right corner when N_q != N_k. Returns (B, N_q, H_q, D).
+    causal masks are aligned to the bottom-right corner when N_q != N_k; window_size (left, right)
+    keeps keys i + N_k - N_q - left .. i + N_k - N_q + right for query i (-1: unbounded);
+    softcap > 0 caps scores to softcap * tanh(score / softcap); alibi_slopes (H_q,) or (B, H_q)
+    float32 subtracts slope * |i + N_k - N_q - j|. Returns (B, N_q, H_q, D).
     """
-    out, _ = torch.ops.chiplet_fa.fwd(q, k, v, softmax_scale, causal, mapping, num_xcds)
+    out, _ = torch.ops.chiplet_fa.fwd(q, k, v, softmax_scale, causal, mapping, num_xcds, window_size[0],
+                                      window_size[1], softcap, alibi_slopes)
     return out
 
 

@@ -1,6 +1,7 @@
 // CPU forward: the reference path CI runs. Same tiling as the GPU kernels (one workgroup =
 // one block_m x D tile of Q streaming K/V blocks with an online softmax), and the tiles are
-// visited through map_workgroup, so every mapping policy is exercised on a machine without GPU.
+// visited through map_workgroup, so every mapping policy is exercised on a machine without GPU;
+// packed batches run on the same ragged grid the GPU uses.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -8,24 +9,24 @@
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
-#include <torch/library.h>
 
+#include "cpu/cpu_backend.h"
+#include "cpu/scores.h"
 #include "mapping/mapping.h"
 #include "mapping/topology.h"
-#include "ops/fwd_api.h"
 
 namespace chiplet_fa {
 namespace {
 
-constexpr int kCpuBlockM = 64;
-constexpr int kCpuBlockN = 64;
-
 template <typename T, typename Acc>
 void fwd_tile(const FwdParams& p, const Tile& t) {
   const int D = p.head_dim;
+  const Sequence seq = p.sequence(t.batch);
   const int m0 = t.m_block * p.block_m;
-  const int rows = std::min(p.block_m, p.seqlen_q - m0);
-  const auto [q, k, v, out, lse] = p.head_slabs<T>(t.batch, t.q_head);
+  const int rows = std::min(p.block_m, seq.len_q - m0);
+  if (rows <= 0) return;
+  const auto [q, k, v, out, lse] = p.head_slabs<T>(t.batch, t.q_head, seq);
+  const CpuScores<Acc> scores(p, t.batch, t.q_head, seq);
 
   const Acc scale = Acc(p.softmax_scale);
   const Acc neg_inf = -std::numeric_limits<Acc>::infinity();
@@ -35,8 +36,10 @@ void fwd_tile(const FwdParams& p, const Tile& t) {
   for (int r = 0; r < rows; ++r)
     for (int d = 0; d < D; ++d) qs[size_t(r) * D + d] = Acc(q[(m0 + r) * p.q_row_stride + d]) * scale;
 
-  const int n_end = p.key_end(m0 + rows);  // keys past the last row's causal limit are never read
-  for (int n0 = 0; n0 < n_end; n0 += kCpuBlockN) {
+  // Keys outside every row's window are never read.
+  const int n_begin = scores.window.begin(m0) / kCpuBlockN * kCpuBlockN;
+  const int n_end = scores.window.end(m0 + rows - 1);
+  for (int n0 = n_begin; n0 < n_end; n0 += kCpuBlockN) {
     const int cols = std::min(kCpuBlockN, n_end - n0);
     for (int c = 0; c < cols; ++c)
       for (int d = 0; d < D; ++d) {
@@ -44,23 +47,23 @@ void fwd_tile(const FwdParams& p, const Tile& t) {
         vs[size_t(c) * D + d] = Acc(v[(n0 + c) * p.v_row_stride + d]);
       }
     for (int r = 0; r < rows; ++r) {
-      const int limit = p.causal ? std::min(cols, m0 + r + p.causal_offset() - n0 + 1) : cols;
-      if (limit <= 0) continue;  // this row sees no key of the block
+      const int i = m0 + r, c_begin = scores.begin(i, n0), c_end = scores.end(i, n0, cols);
+      if (c_begin >= c_end) continue;  // this row sees no key of the block
       const Acc* qr = &qs[size_t(r) * D];
       Acc block_max = neg_inf;
-      for (int c = 0; c < limit; ++c) {
+      for (int c = c_begin; c < c_end; ++c) {
         const Acc* kc = &ks[size_t(c) * D];
         Acc dot = 0;
         for (int d = 0; d < D; ++d) dot += qr[d] * kc[d];
-        s[c] = dot;
-        block_max = std::max(block_max, dot);
+        s[c] = scores.logit(dot, i, n0 + c);
+        block_max = std::max(block_max, s[c]);
       }
       const Acc new_max = std::max(row_max[r], block_max);
       const Acc alpha = std::exp(row_max[r] - new_max);  // exp(-inf) = 0 on the first block
       Acc* ar = &acc[size_t(r) * D];
       for (int d = 0; d < D; ++d) ar[d] *= alpha;
       Acc sum = 0;
-      for (int c = 0; c < limit; ++c) {
+      for (int c = c_begin; c < c_end; ++c) {
         const Acc pc = std::exp(s[c] - new_max);
         sum += pc;
         const Acc* vc = &vs[size_t(c) * D];
@@ -88,14 +91,15 @@ void fwd_all_tiles(const FwdParams& p) {
   });
 }
 
-std::tuple<at::Tensor, at::Tensor> fwd_cpu(const at::Tensor& q, const at::Tensor& k,
-                                           const at::Tensor& v, std::optional<double> softmax_scale,
-                                           bool causal, std::string mapping, int64_t num_xcds) {
+}  // namespace
+
+FwdResult fwd_cpu(const FwdArgs& args, const std::optional<at::Tensor>& given_out) {
   at::Tensor out, lse;
-  const FwdParams p = prepare_fwd({q, k, v, softmax_scale, causal, mapping, num_xcds},
-                                  kCpuBlockM, detect_num_xcds(q.device()), out, lse);
+  FwdParams p = prepare_fwd(args, kCpuBlockM, detect_num_xcds(args.q.device()), out, lse, given_out);
   if (finish_without_kernel(p, out, lse)) return {out, lse};
-  switch (dtype_of(q)) {
+  RaggedGrid grid(p.cu_seqlens_q, p.batch, kCpuBlockM);
+  p.block_offsets = grid.offsets();
+  switch (dtype_of(args.q)) {
     case DType::kFloat16: fwd_all_tiles<at::Half, float>(p); break;
     case DType::kBFloat16: fwd_all_tiles<at::BFloat16, float>(p); break;
     // fp32 sums 256-term dot products: a float accumulator loses to torch's blocked matmul.
@@ -104,9 +108,5 @@ std::tuple<at::Tensor, at::Tensor> fwd_cpu(const at::Tensor& q, const at::Tensor
   }
   return {out, lse};
 }
-
-}  // namespace
-
-TORCH_LIBRARY_IMPL(chiplet_fa, CPU, m) { m.impl("fwd", &fwd_cpu); }
 
 }  // namespace chiplet_fa

@@ -1,17 +1,20 @@
 // Everything a backward kernel needs, as raw pointers and element strides. It extends the
-// forward's params (q, k, v, out, softmax_lse and the problem shape) with the gradients.
+// forward's params (q, k, v, out, softmax_lse, the problem shape, sequences and masks) with the
+// gradients.
 //
-// Layouts: dout like q; dk/dv like k; dq_accum (B, N_q, H_q, D) and softmax_d (B, H_q,
-// seqlen_q_rounded) contiguous in the accumulator type (float, double for fp64 inputs). The GPU
-// rounds the rows up to whole query blocks (padding D = 0) and adds lse_log2 of the same shape,
-// so its kernels read both per block without bounds checks.
+// Layouts: dout like q; dk/dv like k; dq_accum like q (dense (B, N_q, H_q, D), packed (T_q, H_q, D))
+// but contiguous in the accumulator type (float, double for fp64 inputs). softmax_d and the GPU's
+// lse_log2 hold one value per query row, in rows padded to whole blocks of stats_pad per sequence
+// (padding: D = 0, lse_log2 = +inf), so kernels read them per query block without bounds checks:
+// dense (B, H_q, stats_rows); packed (H_q, stats_rows) with sequence b starting at row
+// stats_pad * (cu_seqlens_q[b] / stats_pad + b).
 //
 // Grids. The main kernel is KV-block parallel: one workgroup owns block_n keys of one KV head
 // and produces their dK/dV, looping over the G query heads of its group (no atomics for GQA).
 // Its workgroups go through map_workgroup with rows = (batch, kv_head) and blocks = n-blocks,
-// GridShape{batch, num_kv_heads, num_n_blocks, num_xcds}: the ACC is the KV head, so the
-// Q/dO/LSE/D it streams stay in one L2 domain. The deterministic dQ pass is query-block
-// parallel and uses the forward's grid (FwdParams::grid_shape()).
+// GridShape{batch, num_kv_heads, num_n_blocks, num_xcds, kv_block_offsets}: the ACC is the KV
+// head, so the Q/dO/LSE/D it streams stay in one L2 domain. The deterministic dQ pass is
+// query-block parallel and uses the forward's grid (FwdParams::grid_shape(), block_m rows).
 #pragma once
 #include <cstdint>
 
@@ -35,20 +38,31 @@ struct BwdParams : FwdParams {
   // GPU: lse * log2(e), +inf where a row has no gradient (padding, or lse -inf: fully masked),
   // so P = 2^(s - lse_log2) is 0 there. Written by the preprocess.
   float* lse_log2;
-  int32_t seqlen_q_rounded;  // rows of softmax_d and lse_log2 per (batch, head)
+  int32_t stats_pad;   // see the layouts above
+  int64_t stats_rows;  // rows of softmax_d and lse_log2 per (batch, head) (dense) or per head (packed)
 
   int64_t do_batch_stride, do_row_stride, do_head_stride;
   int64_t dk_batch_stride, dk_row_stride, dk_head_stride;
   int64_t dv_batch_stride, dv_row_stride, dv_head_stride;
 
-  int32_t block_n;     // keys per workgroup of the main kernel
-  bool deterministic;  // dQ from a separate query-block pass instead of atomics
+  int32_t block_n;            // keys per workgroup of the main kernel
+  int32_t* kv_block_offsets;  // the main kernel's ragged grid (packed batches), like block_offsets
+  bool deterministic;         // dQ from a separate query-block pass instead of atomics
 
   CFA_HOST_DEVICE int32_t num_n_blocks() const { return (seqlen_k + block_n - 1) / block_n; }
   CFA_HOST_DEVICE GridShape kv_grid_shape() const {
-    return GridShape{batch, num_kv_heads, num_n_blocks(), num_xcds};
+    return GridShape{batch, num_kv_heads, num_n_blocks(), num_xcds, kv_block_offsets};
   }
-  CFA_HOST_DEVICE int32_t group_size() const { return num_q_heads / num_kv_heads; }
+  // First row of (sequence b, query head h) in softmax_d and lse_log2.
+  CFA_HOST_DEVICE int64_t stats_row(int32_t b, int32_t h, const Sequence& s) const {
+    if (!cu_seqlens_q) return (int64_t(b) * num_q_heads + h) * stats_rows;
+    return h * stats_rows + stats_pad * (s.q_start / stats_pad + b);
+  }
+  // Element offset of (sequence b, its query row i, head h, column 0) in dq_accum.
+  CFA_HOST_DEVICE int64_t dq_offset(int32_t b, const Sequence& s, int32_t i, int32_t h) const {
+    const int64_t row = (cu_seqlens_q ? 0 : int64_t(b) * seqlen_q) + s.q_start + i;
+    return (row * num_q_heads + h) * head_dim;
+  }
 };
 
 // The KV tile of main-kernel workgroup `wid` (Tile.q_head is the KV head, Tile.m_block the n-block).

@@ -1,6 +1,12 @@
 // Everything a forward kernel needs, as raw pointers and element strides, so kernels stay
-// free of any framework type. Layouts follow flash-attention: q/out (B, N_q, H_q, D),
-// k/v (B, N_k, H_kv, D), softmax_lse (B, H_q, N_q) contiguous float32.
+// free of any framework type. Layouts follow flash-attention:
+//   dense batch:     q/out (B, N_q, H_q, D), k/v (B, N_k, H_kv, D), softmax_lse (B, H_q, N_q);
+//   variable length: q/out (T_q, H_q, D), k/v (T_k, H_kv, D) packed, sequence b being rows
+//                    [cu_seqlens_q[b], cu_seqlens_q[b+1]) (and likewise for k/v), softmax_lse
+//                    (H_q, T_q); batch strides are 0 and seqlen_q/seqlen_k the longest sequence.
+// Scores of query row i and key j of one sequence (offset = N_k - N_q, bottom-right aligned):
+//   s = scale * q_i.k_j;  softcap c > 0: s = c * tanh(s / c);  ALiBi: s -= slope * |i + offset - j|;
+// keys outside the window [i + offset - left, i + offset + right] are masked (causal: right = 0).
 #pragma once
 #include <cstdint>
 
@@ -8,6 +14,30 @@
 #include "mapping/mapping.h"
 
 namespace chiplet_fa {
+
+// The rows of one sequence of the batch.
+struct Sequence {
+  int32_t len_q, len_k;
+  int64_t q_start, k_start;  // first row in the packed layout (0 in a dense batch)
+};
+
+// The keys query row i (of one sequence) sees: [i + offset - left, i + offset + right] within
+// [0, len_k). Unbounded sides hold the batch's longest key length, which bounds nothing.
+struct KeyWindow {
+  int32_t offset, left, right, len_k;
+
+  CFA_HOST_DEVICE int32_t begin(int32_t row) const {
+    const int32_t b = row + offset - left;
+    return b > 0 ? b : 0;
+  }
+  CFA_HOST_DEVICE int32_t end(int32_t row) const {  // one past the last visible key
+    const int32_t e = row + offset + right + 1;
+    return e < len_k ? (e > 0 ? e : 0) : len_k;
+  }
+  CFA_HOST_DEVICE bool visible(int32_t row, int32_t col) const {
+    return col >= row + offset - left && col <= row + offset + right && col < len_k;
+  }
+};
 
 struct FwdParams {
   const void* q;
@@ -20,21 +50,56 @@ struct FwdParams {
   int64_t k_batch_stride, k_row_stride, k_head_stride;
   int64_t v_batch_stride, v_row_stride, v_head_stride;
   int64_t o_batch_stride, o_row_stride, o_head_stride;
+  int64_t lse_batch_stride, lse_head_stride;
 
   int32_t batch, seqlen_q, seqlen_k, num_q_heads, num_kv_heads, head_dim;
   double softmax_scale;  // kernels round it to their accumulator type
-  bool causal;
+
+  // Variable-length batch (nullptr: dense): cu_seqlens_* have batch + 1 entries.
+  const int32_t* cu_seqlens_q;
+  const int32_t* cu_seqlens_k;
+  int64_t total_q, total_k;  // rows of q and k (dense: batch * seqlen)
+  // Ragged grid of the pass that reads these params (batch + 1 entries, see GridShape), written by
+  // the launch code before the kernel; nullptr for a dense batch.
+  int32_t* block_offsets;
+
+  bool windowed;                     // a window (or causal mask) applies; else window_* are unused
+  int32_t window_left, window_right;  // seqlen_k where unbounded
+  float softcap;                      // 0: none
+  const float* alibi_slopes;          // nullptr: none; slope of (b, h) at b * alibi_batch_stride + h
+  int64_t alibi_batch_stride;
 
   Mapping mapping;
   int32_t num_xcds;
   int32_t block_m;  // rows per tile of the backend that runs: fixes num_m_blocks
 
   CFA_HOST_DEVICE int32_t num_m_blocks() const { return (seqlen_q + block_m - 1) / block_m; }
-  CFA_HOST_DEVICE GridShape grid_shape() const { return GridShape{batch, num_q_heads, num_m_blocks(), num_xcds}; }
-  // Bottom-right causal alignment: query row i sees keys j <= i + causal_offset().
-  CFA_HOST_DEVICE int32_t causal_offset() const { return seqlen_k - seqlen_q; }
+  CFA_HOST_DEVICE GridShape grid_shape() const {
+    return GridShape{batch, num_q_heads, num_m_blocks(), num_xcds, block_offsets};
+  }
+  // Workgroups to launch: the grid, or for a ragged one a bound the host knows without reading
+  // cu_seqlens (sum_b ceil(len_b / block) <= ceil(T / block) + batch); those past the grid exit.
+  CFA_HOST_DEVICE int64_t launch_size(const GridShape& g, int64_t total_rows, int32_t block) const {
+    if (!g.block_offsets) return grid_size(g);
+    const int64_t dense = int64_t(g.batch) * g.num_m_blocks, packed = (total_rows + block - 1) / block + g.batch;
+    return int64_t(g.num_q_heads) * (dense < packed ? dense : packed);
+  }
+  CFA_HOST_DEVICE int32_t group_size() const { return num_q_heads / num_kv_heads; }
 
-  // Where one (batch, query head)'s slabs start, as element type T; GQA picks the KV head by
+  CFA_HOST_DEVICE Sequence sequence(int32_t b) const {
+    if (!cu_seqlens_q) return Sequence{seqlen_q, seqlen_k, 0, 0};
+    const int32_t q0 = cu_seqlens_q[b], k0 = cu_seqlens_k[b];
+    return Sequence{cu_seqlens_q[b + 1] - q0, cu_seqlens_k[b + 1] - k0, q0, k0};
+  }
+  CFA_HOST_DEVICE KeyWindow key_window(const Sequence& s) const {
+    return windowed ? KeyWindow{s.len_k - s.len_q, window_left, window_right, s.len_k}
+                    : KeyWindow{0, s.len_q + s.len_k, s.len_q + s.len_k, s.len_k};
+  }
+  CFA_HOST_DEVICE float alibi_slope(int32_t b, int32_t q_head) const {
+    return alibi_slopes ? alibi_slopes[b * alibi_batch_stride + q_head] : 0.f;
+  }
+
+  // Where one (sequence, query head)'s slabs start, as element type T; GQA picks the KV head by
   // index. Rows are then row_stride apart.
   template <typename T>
   struct HeadSlabs {
@@ -45,18 +110,13 @@ struct FwdParams {
     float* lse;
   };
   template <typename T>
-  CFA_HOST_DEVICE HeadSlabs<T> head_slabs(int32_t b, int32_t q_head) const {
-    const int32_t kv_head = q_head / (num_q_heads / num_kv_heads);
-    return {static_cast<const T*>(q) + b * q_batch_stride + q_head * q_head_stride,
-            static_cast<const T*>(k) + b * k_batch_stride + kv_head * k_head_stride,
-            static_cast<const T*>(v) + b * v_batch_stride + kv_head * v_head_stride,
-            static_cast<T*>(out) + b * o_batch_stride + q_head * o_head_stride,
-            softmax_lse + (int64_t(b) * num_q_heads + q_head) * seqlen_q};
-  }
-  // One past the last key that query rows below row_end can see (keys past it are never loaded).
-  CFA_HOST_DEVICE int32_t key_end(int32_t row_end) const {
-    const int32_t limit = row_end + causal_offset();
-    return causal && limit < seqlen_k ? (limit > 0 ? limit : 0) : seqlen_k;
+  CFA_HOST_DEVICE HeadSlabs<T> head_slabs(int32_t b, int32_t q_head, const Sequence& s) const {
+    const int32_t kv_head = q_head / group_size();
+    return {static_cast<const T*>(q) + b * q_batch_stride + s.q_start * q_row_stride + q_head * q_head_stride,
+            static_cast<const T*>(k) + b * k_batch_stride + s.k_start * k_row_stride + kv_head * k_head_stride,
+            static_cast<const T*>(v) + b * v_batch_stride + s.k_start * v_row_stride + kv_head * v_head_stride,
+            static_cast<T*>(out) + b * o_batch_stride + s.q_start * o_row_stride + q_head * o_head_stride,
+            softmax_lse + b * lse_batch_stride + q_head * lse_head_stride + s.q_start};
   }
 };
 

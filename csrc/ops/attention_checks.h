@@ -1,5 +1,6 @@
-// Argument checks shared by the forward and backward front ends. `op` ("chiplet_fa.fwd",
-// "chiplet_fa.bwd") starts every message so users see which call was wrong.
+// Argument checks shared by the forward and backward front ends, dense and packed (variable-length)
+// layouts. `op` ("chiplet_fa.fwd", "chiplet_fa.bwd_varlen", ...) starts every message so users
+// see which call was wrong; every message names the argument.
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -8,17 +9,39 @@
 
 namespace chiplet_fa {
 
-struct AttentionDims {
-  int64_t batch, seqlen_q, seqlen_k, num_q_heads, num_kv_heads, head_dim;
+// A packed batch: rows of sequence b are [cu_seqlens[b], cu_seqlens[b + 1]).
+struct VarlenArgs {
+  at::Tensor cu_seqlens_q, cu_seqlens_k;
+  int64_t max_seqlen_q, max_seqlen_k;
 };
 
-// q (B, N_q, H_q, D), k/v (B, N_k, H_kv, D): one supported dtype, one device, contiguous last
-// dimension, H_q a multiple of H_kv, D in 1..256, B/N within int32.
-AttentionDims check_qkv(const char* op, const at::Tensor& q, const at::Tensor& k,
-                        const at::Tensor& v);
+// How scores are capped, biased and masked (flash-attention's window_size, softcap, alibi_slopes).
+struct MaskArgs {
+  bool causal = false;
+  int64_t window_left = -1, window_right = -1;  // -1: unbounded
+  double softcap = 0.0;                         // 0: none
+  std::optional<at::Tensor> alibi_slopes;       // float32 (H_q,) or (B, H_q)
+};
 
-// softmax_scale finite when given; num_xcds -1 (detect) or >= 1.
-void check_options(const char* op, std::optional<double> softmax_scale, int64_t num_xcds);
+struct AttentionDims {
+  int64_t batch, seqlen_q, seqlen_k, num_q_heads, num_kv_heads, head_dim;
+  int64_t total_q, total_k;  // rows of the packed tensors (dense: batch * seqlen)
+  bool packed;
+};
+
+// Dense: q (B, N_q, H_q, D), k/v (B, N_k, H_kv, D). Packed (varlen given): q (T_q, H_q, D),
+// k/v (T_k, H_kv, D), cu_seqlens int32 (B + 1) on q's device, max lengths >= 0. Both: one
+// supported dtype and device, contiguous last dimension, H_q a multiple of H_kv, D in 1..256,
+// lengths below 2^29. On the CPU the cu_seqlens values are checked too (starting at 0,
+// non-decreasing, ending at T, no sequence longer than its max); a GPU checks them in its
+// launch code without a host sync.
+AttentionDims check_qkv(const char* op, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                        const std::optional<VarlenArgs>& varlen);
+
+// softmax_scale finite when given; num_xcds -1 (detect) or >= 1; window sides >= -1; softcap
+// finite and >= 0; alibi_slopes float32 (H_q,) or (B, H_q) on q's device.
+void check_options(const char* op, std::optional<double> softmax_scale, int64_t num_xcds,
+                   const MaskArgs& mask, const AttentionDims& d, const at::Tensor& q);
 
 // `t` has the shape, dtype and device of `ref` and a contiguous last dimension.
 void check_like(const char* op, const at::Tensor& t, const char* name, const at::Tensor& ref,

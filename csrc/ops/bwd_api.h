@@ -1,5 +1,5 @@
-// The torch-facing front end of chiplet_fa::bwd shared by every backend: argument checks,
-// gradient allocation and BwdParams filling. Backends differ only in tile sizes and kernels.
+// The torch-facing front end of chiplet_fa::bwd and bwd_varlen shared by every backend: argument
+// checks, gradient allocation and BwdParams filling. Backends differ only in tile sizes and kernels.
 #pragma once
 #include <optional>
 #include <string>
@@ -7,29 +7,34 @@
 #include <ATen/core/Tensor.h>
 
 #include "kernels/bwd_params.h"
+#include "ops/fwd_api.h"
 
 namespace chiplet_fa {
 
 struct BwdArgs {
   at::Tensor dout, q, k, v, out, softmax_lse;
   std::optional<double> softmax_scale;
-  bool causal;
+  MaskArgs mask;
   std::string mapping;
   int64_t num_xcds;
   bool deterministic;
+  std::optional<VarlenArgs> varlen;  // a packed batch
+
+  const char* op() const { return varlen ? "chiplet_fa.bwd_varlen" : "chiplet_fa.bwd"; }
+  FwdArgs fwd() const { return FwdArgs{q, k, v, softmax_scale, mask, mapping, num_xcds, varlen}; }
 };
 
 // Gradients and the accumulator-typed scratch the kernels write.
 struct BwdTensors {
-  at::Tensor dk, dv;       // like k and v
-  at::Tensor dq_accum;     // zeros (B, N_q, H_q, D) contiguous, float (double for fp64 inputs)
-  at::Tensor softmax_d;    // (B, H_q, N_q rounded up to row_pad), accumulator type
+  at::Tensor dk, dv;      // like k and v
+  at::Tensor dq_accum;    // zeros like q, contiguous, float (double for fp64 inputs)
+  at::Tensor softmax_d;   // one row per query row padded to blocks of row_pad (bwd_params.h)
 };
 
 // Validates args (clear errors naming the argument), allocates the tensors and returns params
 // for a backend whose main-kernel workgroups own block_n keys, whose dQ-pass tiles are block_m
-// rows tall and whose per-row buffers are padded to a multiple of row_pad rows, on a device
-// with `detected_xcds` L2 domains.
+// rows tall and whose per-row buffers are padded to a multiple of row_pad rows per sequence, on a
+// device with `detected_xcds` L2 domains.
 BwdParams prepare_bwd(const BwdArgs& args, int block_m, int block_n, int row_pad, int detected_xcds,
                       BwdTensors& tensors);
 

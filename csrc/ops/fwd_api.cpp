@@ -1,11 +1,11 @@
 #include "ops/fwd_api.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
 #include <ATen/ATen.h>
 
-#include "ops/attention_checks.h"
 #include "ops/resolve_mapping.h"
 
 namespace chiplet_fa {
@@ -24,10 +24,14 @@ DType dtype_of(const at::Tensor& t) {
 
 bool finish_without_kernel(const FwdParams& p, at::Tensor& out, at::Tensor& softmax_lse) {
   if (out.numel() == 0) return true;
-  if (p.seqlen_k > 0) return false;
+  if (p.total_k > 0) return false;
   out.zero_();
   softmax_lse.fill_(-std::numeric_limits<float>::infinity());
   return true;
+}
+
+Strides strides_of(const at::Tensor& t) {
+  return t.dim() == 3 ? Strides{0, t.stride(0), t.stride(1)} : Strides{t.stride(0), t.stride(1), t.stride(2)};
 }
 
 void point_at(FwdParams& p, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
@@ -36,39 +40,73 @@ void point_at(FwdParams& p, const at::Tensor& q, const at::Tensor& k, const at::
   p.k = k.data_ptr();
   p.v = v.data_ptr();
   p.out = out.data_ptr();
-  p.q_batch_stride = q.stride(0); p.q_row_stride = q.stride(1); p.q_head_stride = q.stride(2);
-  p.k_batch_stride = k.stride(0); p.k_row_stride = k.stride(1); p.k_head_stride = k.stride(2);
-  p.v_batch_stride = v.stride(0); p.v_row_stride = v.stride(1); p.v_head_stride = v.stride(2);
-  p.o_batch_stride = out.stride(0); p.o_row_stride = out.stride(1); p.o_head_stride = out.stride(2);
+  const Strides sq = strides_of(q), sk = strides_of(k), sv = strides_of(v), so = strides_of(out);
+  p.q_batch_stride = sq.batch; p.q_row_stride = sq.row; p.q_head_stride = sq.head;
+  p.k_batch_stride = sk.batch; p.k_row_stride = sk.row; p.k_head_stride = sk.head;
+  p.v_batch_stride = sv.batch; p.v_row_stride = sv.row; p.v_head_stride = sv.head;
+  p.o_batch_stride = so.batch; p.o_row_stride = so.row; p.o_head_stride = so.head;
 }
 
 FwdParams prepare_fwd(const FwdArgs& a, int block_m, int detected_xcds, at::Tensor& out,
-                      at::Tensor& softmax_lse) {
-  const AttentionDims d = check_qkv("chiplet_fa.fwd", a.q, a.k, a.v);
-  check_options("chiplet_fa.fwd", a.softmax_scale, a.num_xcds);
-  out = at::empty({d.batch, d.seqlen_q, d.num_q_heads, d.head_dim}, a.q.options());
-  softmax_lse = at::empty({d.batch, d.num_q_heads, d.seqlen_q}, a.q.options().dtype(at::kFloat));
-  return fwd_params(a, out, softmax_lse, block_m, detected_xcds);
+                      at::Tensor& softmax_lse, const std::optional<at::Tensor>& given_out) {
+  const AttentionDims d = check_qkv(a.op(), a.q, a.k, a.v, a.varlen);
+  check_options(a.op(), a.softmax_scale, a.num_xcds, a.mask, d, a.q);
+  if (given_out) {
+    check_like(a.op(), *given_out, "out", a.q, "q");
+    out = *given_out;
+  } else {
+    out = at::empty(a.q.sizes(), a.q.options());
+  }
+  const auto lse_shape = d.packed ? std::vector<int64_t>{d.num_q_heads, d.total_q}
+                                  : std::vector<int64_t>{d.batch, d.num_q_heads, d.seqlen_q};
+  softmax_lse = at::empty(lse_shape, a.q.options().dtype(at::kFloat));
+  return fwd_params(a, d, out, softmax_lse, block_m, detected_xcds);
 }
 
-FwdParams fwd_params(const FwdArgs& a, const at::Tensor& out, const at::Tensor& softmax_lse,
-                     int block_m, int detected_xcds) {
-  const at::Tensor &q = a.q, &k = a.k, &v = a.v;
+FwdParams fwd_params(const FwdArgs& a, const AttentionDims& d, const at::Tensor& out,
+                     const at::Tensor& softmax_lse, int block_m, int detected_xcds) {
   const int num_xcds = a.num_xcds == -1 ? detected_xcds : int(a.num_xcds);
   FwdParams p{};
-  point_at(p, q, k, v, out);
+  point_at(p, a.q, a.k, a.v, out);
   p.softmax_lse = softmax_lse.data_ptr<float>();
-  p.batch = int32_t(q.size(0));
-  p.seqlen_q = int32_t(q.size(1));
-  p.seqlen_k = int32_t(k.size(1));
-  p.num_q_heads = int32_t(q.size(2));
-  p.num_kv_heads = int32_t(k.size(2));
-  p.head_dim = int32_t(q.size(3));
+  p.batch = int32_t(d.batch);
+  p.seqlen_q = int32_t(d.seqlen_q);
+  p.seqlen_k = int32_t(d.seqlen_k);
+  p.num_q_heads = int32_t(d.num_q_heads);
+  p.num_kv_heads = int32_t(d.num_kv_heads);
+  p.head_dim = int32_t(d.head_dim);
+  p.total_q = d.total_q;
+  p.total_k = d.total_k;
+  p.lse_batch_stride = d.packed ? 0 : d.num_q_heads * d.seqlen_q;
+  p.lse_head_stride = d.packed ? d.total_q : d.seqlen_q;
+  if (d.packed) {
+    p.cu_seqlens_q = a.varlen->cu_seqlens_q.data_ptr<int32_t>();
+    p.cu_seqlens_k = a.varlen->cu_seqlens_k.data_ptr<int32_t>();
+  }
   p.softmax_scale = a.softmax_scale ? *a.softmax_scale : 1.0 / std::sqrt(double(p.head_dim));
-  p.causal = a.causal;
-  locality::AttnShape shape{q.size(0), q.size(2), k.size(2), q.size(1), k.size(1), q.size(3)};
-  shape.elem_bytes = int32_t(q.element_size());
-  shape.causal = a.causal;
+
+  // flash-attention's window: causal is right = 0; a side of -1 (or one reaching past every key)
+  // is unbounded, held as N_q + N_k, which bounds nothing and keeps window arithmetic in int32.
+  const MaskArgs& m = a.mask;
+  const int64_t right = m.causal ? 0 : m.window_right;
+  p.windowed = m.causal || m.window_left >= 0 || m.window_right >= 0;
+  const int64_t unbounded = d.seqlen_q + d.seqlen_k;
+  p.window_left = int32_t(m.window_left < 0 ? unbounded : std::min(m.window_left, unbounded));
+  p.window_right = int32_t(right < 0 ? unbounded : std::min(right, unbounded));
+  p.softcap = float(m.softcap);
+  if (m.alibi_slopes) {
+    p.alibi_slopes = m.alibi_slopes->data_ptr<float>();
+    p.alibi_batch_stride = m.alibi_slopes->dim() == 2 ? m.alibi_slopes->stride(0) : 0;
+  }
+
+  // The auto decision sees the lengths the host knows: a packed batch counts as batch sequences
+  // of the mean length (reading cu_seqlens would need a device-to-host copy).
+  const int64_t mean_q = d.batch ? (d.total_q + d.batch - 1) / d.batch : 0;
+  const int64_t mean_k = d.batch ? (d.total_k + d.batch - 1) / d.batch : 0;
+  locality::AttnShape shape{d.batch, d.num_q_heads, d.num_kv_heads, d.packed ? mean_q : d.seqlen_q,
+                            d.packed ? mean_k : d.seqlen_k, d.head_dim};
+  shape.elem_bytes = int32_t(a.q.element_size());
+  shape.causal = m.causal;
   shape.block_m = block_m;
   p.mapping = resolve_mapping(a.mapping, num_xcds, shape);
   p.num_xcds = num_xcds;

@@ -1,34 +1,37 @@
-// The torch-facing front end of chiplet_fa::fwd shared by every backend: argument checks,
-// output allocation and FwdParams filling. Backends differ only in block_m and the kernel.
+// The torch-facing front end of chiplet_fa::fwd and fwd_varlen shared by every backend: argument
+// checks, output allocation and FwdParams filling. Backends differ only in block_m and the kernel.
 #pragma once
 #include <optional>
 #include <string>
-#include <tuple>
 
 #include <ATen/core/Tensor.h>
 
 #include "kernels/fwd_params.h"
+#include "ops/attention_checks.h"
 
 namespace chiplet_fa {
 
 struct FwdArgs {
   at::Tensor q, k, v;
   std::optional<double> softmax_scale;
-  bool causal;
+  MaskArgs mask;
   std::string mapping;
   int64_t num_xcds;
+  std::optional<VarlenArgs> varlen;  // a packed batch
+
+  const char* op() const { return varlen ? "chiplet_fa.fwd_varlen" : "chiplet_fa.fwd"; }
 };
 
-// Validates args (clear errors naming the argument), allocates out (B, N_q, H_q, D) and
-// softmax_lse (B, H_q, N_q) float32, and returns params for a backend whose tiles are
-// block_m rows tall and whose L2 domains are detected as `detected_xcds`.
+// Validates args (clear errors naming the argument), allocates out like q (or checks the given
+// one) and softmax_lse float32 (dense (B, H_q, N_q), packed (H_q, T_q)), and returns params for a
+// backend whose tiles are block_m rows tall and whose L2 domains are detected as `detected_xcds`.
 FwdParams prepare_fwd(const FwdArgs& args, int block_m, int detected_xcds, at::Tensor& out,
-                      at::Tensor& softmax_lse);
+                      at::Tensor& softmax_lse, const std::optional<at::Tensor>& given_out = std::nullopt);
 
 // Params for already checked inputs and allocated outputs (the backward reuses it for the
 // forward tensors it is given).
-FwdParams fwd_params(const FwdArgs& args, const at::Tensor& out, const at::Tensor& softmax_lse,
-                     int block_m, int detected_xcds);
+FwdParams fwd_params(const FwdArgs& args, const AttentionDims& d, const at::Tensor& out,
+                     const at::Tensor& softmax_lse, int block_m, int detected_xcds);
 
 DType dtype_of(const at::Tensor& t);
 
@@ -36,8 +39,14 @@ DType dtype_of(const at::Tensor& t);
 void point_at(FwdParams& p, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
               const at::Tensor& out);
 
-// Fills results the kernels never see: nothing to compute (empty batch, heads or N_q), or no
-// keys at all (every row fully masked: out = 0, lse = -inf). Returns true when it did.
+// (batch, row, head) strides of a dense (4-D) or packed (3-D, batch stride 0) tensor.
+struct Strides {
+  int64_t batch, row, head;
+};
+Strides strides_of(const at::Tensor& t);
+
+// Fills results the kernels never see: nothing to compute (no query, no head), or no key at
+// all (every row fully masked: out = 0, lse = -inf). Returns true when it did.
 bool finish_without_kernel(const FwdParams& p, at::Tensor& out, at::Tensor& softmax_lse);
 
 }  // namespace chiplet_fa
