@@ -10,41 +10,48 @@ def _dout(dout):
 
 # The lse output is marked non-differentiable: nothing in chiplet_fa feeds it into a loss, and the
 # backward kernels take no lse gradient. ALiBi slopes get no gradient either (flash-attention's
-# convention: they are fixed per head). Deterministic mode follows torch's global switch, the one
-# users already set for training.
+# convention: they are fixed per head). The backward runs without atomics when the forward was
+# asked to be deterministic or under torch's global switch, the one users already set for training.
 def _fwd_setup_context(ctx, inputs, output):
-    q, k, v, softmax_scale, causal, mapping, num_xcds, left, right, softcap, alibi = inputs
+    q, k, v, softmax_scale, causal, mapping, num_xcds, left, right, softcap, alibi, deterministic = inputs
     out, softmax_lse = output
     ctx.save_for_backward(q, k, v, out, softmax_lse, alibi)
     ctx.options = (softmax_scale, causal, mapping, num_xcds)
     ctx.mask = (left, right, softcap)
+    ctx.deterministic = deterministic
     ctx.mark_non_differentiable(softmax_lse)
+
+
+def _deterministic(ctx):
+    return ctx.deterministic or torch.are_deterministic_algorithms_enabled()
 
 
 def _fwd_backward(ctx, dout, _dlse):
     q, k, v, out, softmax_lse, alibi = ctx.saved_tensors
     dq, dk, dv = torch.ops.chiplet_fa.bwd(_dout(dout), q, k, v, out, softmax_lse, *ctx.options,
-                                          torch.are_deterministic_algorithms_enabled(), *ctx.mask, alibi)
-    return dq, dk, dv, None, None, None, None, None, None, None, None
+                                          _deterministic(ctx), *ctx.mask, alibi)
+    return (dq, dk, dv) + (None,) * 9
 
 
 torch.library.register_autograd(f"{_LIB}::fwd", _fwd_backward, setup_context=_fwd_setup_context)
 
 
 def _fwd_varlen_setup_context(ctx, inputs, output):
-    q, k, v, cu_q, cu_k, max_q, max_k, softmax_scale, causal, left, right, softcap, alibi, mapping, num_xcds = inputs
+    (q, k, v, cu_q, cu_k, max_q, max_k, softmax_scale, causal, left, right, softcap, alibi, mapping, num_xcds,
+     deterministic) = inputs
     out, softmax_lse = output
     ctx.save_for_backward(q, k, v, out, softmax_lse, cu_q, cu_k, alibi)
     ctx.options = (max_q, max_k, softmax_scale, causal, left, right, softcap)
     ctx.mapping = (mapping, num_xcds)
+    ctx.deterministic = deterministic
     ctx.mark_non_differentiable(softmax_lse)
 
 
 def _fwd_varlen_backward(ctx, dout, _dlse):
     q, k, v, out, softmax_lse, cu_q, cu_k, alibi = ctx.saved_tensors
     dq, dk, dv = torch.ops.chiplet_fa.bwd_varlen(_dout(dout), q, k, v, out, softmax_lse, cu_q, cu_k, *ctx.options,
-                                                 alibi, *ctx.mapping, torch.are_deterministic_algorithms_enabled())
-    return (dq, dk, dv) + (None,) * 12
+                                                 alibi, *ctx.mapping, _deterministic(ctx))
+    return (dq, dk, dv) + (None,) * 13
 
 
 torch.library.register_autograd(f"{_LIB}::fwd_varlen", _fwd_varlen_backward,

@@ -83,7 +83,7 @@ def _check_cu_seqlens(op, q, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqle
 
 @torch.library.register_fake(f"{_LIB}::fwd")
 def _fwd_fake(q, k, v, softmax_scale=None, causal=False, mapping="auto", num_xcds=-1, window_left=-1,
-              window_right=-1, softcap=0.0, alibi_slopes=None):
+              window_right=-1, softcap=0.0, alibi_slopes=None, deterministic=False):
     op = "chiplet_fa.fwd"
     _check_qkv(op, q, k, v, packed=False)
     _check_options(op, q, q.shape[0], softmax_scale, mapping, num_xcds, window_left, window_right, softcap,
@@ -104,7 +104,7 @@ def _fwd_varlen_fake_checked(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, 
 @torch.library.register_fake(f"{_LIB}::fwd_varlen")
 def _fwd_varlen_fake(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale=None,
                      causal=False, window_left=-1, window_right=-1, softcap=0.0, alibi_slopes=None,
-                     mapping="auto", num_xcds=-1):
+                     mapping="auto", num_xcds=-1, deterministic=False):
     lse = _fwd_varlen_fake_checked(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale,
                                    window_left, window_right, softcap, alibi_slopes, mapping, num_xcds)
     return q.new_empty(q.shape), lse
@@ -113,7 +113,7 @@ def _fwd_varlen_fake(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
 @torch.library.register_fake(f"{_LIB}::fwd_varlen.out")
 def _fwd_varlen_out_fake(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale=None,
                          causal=False, window_left=-1, window_right=-1, softcap=0.0, alibi_slopes=None,
-                         mapping="auto", num_xcds=-1, *, out):
+                         mapping="auto", num_xcds=-1, deterministic=False, *, out):
     lse = _fwd_varlen_fake_checked(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale,
                                    window_left, window_right, softcap, alibi_slopes, mapping, num_xcds)
     torch._check_value(out.shape == q.shape and out.dtype == q.dtype and out.device == q.device,

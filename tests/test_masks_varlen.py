@@ -279,3 +279,15 @@ def test_dense_mask_arguments_are_checked(kwargs, match):
     q = torch.randn(2, 5, 4, 8)
     with pytest.raises(ValueError, match=match):
         torch.ops.chiplet_fa.fwd(q, q, q, **kwargs)
+
+
+def test_forward_deterministic_flag_selects_the_deterministic_backward():
+    gen = torch.Generator().manual_seed(9)
+    q, k, v = (torch.randn(1, 70, 2, 16, generator=gen, requires_grad=True) for _ in range(3))
+    dout = torch.randn(1, 70, 2, 16, generator=gen)
+    out, lse = torch.ops.chiplet_fa.fwd(q, k, v, causal=True, window_left=9, deterministic=True)
+    got = torch.autograd.grad(out, (q, k, v), dout)
+    want = torch.ops.chiplet_fa.bwd(dout, q.detach(), k.detach(), v.detach(), out.detach(), lse, causal=True,
+                                    window_left=9, deterministic=True)
+    for a, b in zip(got, want):
+        assert torch.equal(a, b)

@@ -27,7 +27,7 @@ template <FwdResult (*kFwd)(const FwdArgs&, const std::optional<at::Tensor>&),
 struct OpEntry {
   static FwdResult fwd(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, std::optional<double> scale,
                        bool causal, std::string mapping, int64_t num_xcds, int64_t left, int64_t right,
-                       double softcap, const std::optional<at::Tensor>& alibi) {
+                       double softcap, const std::optional<at::Tensor>& alibi, bool /*deterministic*/) {
     return kFwd(FwdArgs{q, k, v, scale, mask_args(causal, left, right, softcap, alibi), mapping, num_xcds,
                         std::nullopt}, std::nullopt);
   }
@@ -41,7 +41,8 @@ struct OpEntry {
   static FwdResult fwd_varlen(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                               const at::Tensor& cu_q, const at::Tensor& cu_k, int64_t max_q, int64_t max_k,
                               std::optional<double> scale, bool causal, int64_t left, int64_t right, double softcap,
-                              const std::optional<at::Tensor>& alibi, std::string mapping, int64_t num_xcds) {
+                              const std::optional<at::Tensor>& alibi, std::string mapping, int64_t num_xcds,
+                              bool /*deterministic*/) {
     return kFwd(FwdArgs{q, k, v, scale, mask_args(causal, left, right, softcap, alibi), mapping, num_xcds,
                         VarlenArgs{cu_q, cu_k, max_q, max_k}}, std::nullopt);
   }
@@ -49,7 +50,7 @@ struct OpEntry {
                                   const at::Tensor& cu_q, const at::Tensor& cu_k, int64_t max_q, int64_t max_k,
                                   std::optional<double> scale, bool causal, int64_t left, int64_t right,
                                   double softcap, const std::optional<at::Tensor>& alibi, std::string mapping,
-                                  int64_t num_xcds, at::Tensor& out) {
+                                  int64_t num_xcds, bool /*deterministic*/, at::Tensor& out) {
     return std::get<1>(kFwd(FwdArgs{q, k, v, scale, mask_args(causal, left, right, softcap, alibi), mapping,
                                     num_xcds, VarlenArgs{cu_q, cu_k, max_q, max_k}}, out));
   }

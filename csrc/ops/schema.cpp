@@ -2,14 +2,16 @@
 // their own files; the fake (meta) kernels and autograd formulas live in chiplet_fa/_ops.py and
 // chiplet_fa/_autograd.py. Masks follow flash-attention: window (left, right) around the
 // bottom-right-aligned diagonal, -1 unbounded, causal = right 0; softcap 0 = none; alibi_slopes
-// float32 (H_q,) or (B, H_q).
+// float32 (H_q,) or (B, H_q). A forward's `deterministic` is for autograd: the backward it
+// leads to runs without atomics (as also under torch.use_deterministic_algorithms).
 #include <torch/library.h>
 
 #define CFA_MASK_ARGS "int window_left=-1, int window_right=-1, float softcap=0.0, Tensor? alibi_slopes=None"
 
 TORCH_LIBRARY(chiplet_fa, m) {
   m.def("fwd(Tensor q, Tensor k, Tensor v, float? softmax_scale=None, bool causal=False, "
-        "str mapping=\"auto\", int num_xcds=-1, " CFA_MASK_ARGS ") -> (Tensor out, Tensor softmax_lse)");
+        "str mapping=\"auto\", int num_xcds=-1, " CFA_MASK_ARGS ", bool deterministic=False) "
+        "-> (Tensor out, Tensor softmax_lse)");
   m.def("bwd(Tensor dout, Tensor q, Tensor k, Tensor v, Tensor out, Tensor softmax_lse, "
         "float? softmax_scale=None, bool causal=False, str mapping=\"auto\", int num_xcds=-1, "
         "bool deterministic=False, " CFA_MASK_ARGS ") -> (Tensor dq, Tensor dk, Tensor dv)");
@@ -19,10 +21,10 @@ TORCH_LIBRARY(chiplet_fa, m) {
   // preallocate (serving, CUDA graphs) stay functionalizable.
   m.def("fwd_varlen(Tensor q, Tensor k, Tensor v, Tensor cu_seqlens_q, Tensor cu_seqlens_k, "
         "int max_seqlen_q, int max_seqlen_k, float? softmax_scale=None, bool causal=False, " CFA_MASK_ARGS
-        ", str mapping=\"auto\", int num_xcds=-1) -> (Tensor out, Tensor softmax_lse)");
+        ", str mapping=\"auto\", int num_xcds=-1, bool deterministic=False) -> (Tensor out, Tensor softmax_lse)");
   m.def("fwd_varlen.out(Tensor q, Tensor k, Tensor v, Tensor cu_seqlens_q, Tensor cu_seqlens_k, "
         "int max_seqlen_q, int max_seqlen_k, float? softmax_scale=None, bool causal=False, " CFA_MASK_ARGS
-        ", str mapping=\"auto\", int num_xcds=-1, *, Tensor(a!) out) -> Tensor softmax_lse");
+        ", str mapping=\"auto\", int num_xcds=-1, bool deterministic=False, *, Tensor(a!) out) -> Tensor softmax_lse");
   m.def("bwd_varlen(Tensor dout, Tensor q, Tensor k, Tensor v, Tensor out, Tensor softmax_lse, "
         "Tensor cu_seqlens_q, Tensor cu_seqlens_k, int max_seqlen_q, int max_seqlen_k, "
         "float? softmax_scale=None, bool causal=False, " CFA_MASK_ARGS
