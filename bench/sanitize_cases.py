@@ -19,5 +19,15 @@ for b, nq, nk, hq, hkv, d, causal, dtype, mapping in CASES:
         dout = torch.randn_like(out)
         for deterministic in (False, True):
             torch.ops.chiplet_fa.bwd(dout, q, k, v, out, lse, None, causal, mapping, 8, deterministic)
+# Packed batches (an empty sequence, lengths off the tiles) with a sliding window, softcap and ALiBi.
+cu = torch.tensor([0, 70, 70, 333, 334], dtype=torch.int32, device="cuda")
+for d, dtype in ((128, torch.bfloat16), (64, torch.float16)):
+    q, k, v = (torch.randn(334, 4, d, device="cuda", dtype=dtype) for _ in range(3))
+    slopes = torch.rand(4, device="cuda")
+    for kw in (dict(causal=True, window_left=40), dict(softcap=20.0, alibi_slopes=slopes)):
+        out, lse = torch.ops.chiplet_fa.fwd_varlen(q, k, v, cu, cu, 263, 263, **kw)
+        for deterministic in (False, True):
+            torch.ops.chiplet_fa.bwd_varlen(torch.randn_like(q), q, k, v, out, lse, cu, cu, 263, 263, **kw,
+                                            deterministic=deterministic)
 torch.cuda.synchronize()
 print("sanitize cases ran")

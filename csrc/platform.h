@@ -8,6 +8,8 @@
 #define CFA_HIP 1
 #elif defined(__CUDACC__)
 #include <cuda_runtime.h>
+
+#include <cstdio>  // device printf
 #define CFA_CUDA 1
 #endif
 
@@ -44,6 +46,20 @@ using cfaError_t = cudaError_t;
 CFA_DEVICE unsigned char* dynamic_smem() {
   extern __shared__ __align__(1024) unsigned char cfa_dynamic_smem[];
   return cfa_dynamic_smem;
+}
+#endif
+
+#if defined(CFA_HIP) || defined(CFA_CUDA)
+// Stops the device with a message: input the kernels cannot read safely (a cu_seqlens that is not
+// a packing of its tensor's rows), found on the device, where no exception can be raised. The
+// runtime reports it at the next synchronisation (CUDA: "device-side assert"/launch failure).
+CFA_DEVICE void device_fail(const char* what) {
+  printf("chiplet_fa: %s\n", what);
+#if defined(CFA_HIP)
+  __builtin_trap();
+#else
+  __trap();
+#endif
 }
 #endif
 

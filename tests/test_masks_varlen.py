@@ -291,3 +291,20 @@ def test_forward_deterministic_flag_selects_the_deterministic_backward():
                                     window_left=9, deterministic=True)
     for a, b in zip(got, want):
         assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("causal", [False, True])
+def test_alibi_distances_are_bottom_right_aligned_with_or_without_a_mask(device, causal):
+    # ALiBi's distance is |i + N_k - N_q - j| whether or not a window applies (found by hypothesis:
+    # the unwindowed path once measured it from the top-left corner).
+    dtype = torch.float16 if device != "cpu" else torch.float64
+    gen = torch.Generator().manual_seed(10)
+    q = rand((2, 3, 2, 16), dtype, device, gen)
+    k, v = (rand((2, 11, 1, 16), dtype, device, gen) for _ in range(2))
+    slopes = torch.tensor([[0.3, 0.7], [0.1, 0.5]])
+    out, lse = torch.ops.chiplet_fa.fwd(q, k, v, causal=causal, alibi_slopes=slopes.to(device))
+    ref, ref_lse = attention_ref(q.cpu(), k.cpu(), v.cpu(), causal=causal, alibi_slopes=slopes)
+    low = attention_ref(q.cpu(), k.cpu(), v.cpu(), causal=causal, alibi_slopes=slopes, dtype=dtype)
+    assert_close_to_ref(out, ref, low[0], OUT_FLOOR[dtype], "out")
+    assert_close_to_ref(lse, ref_lse, low[1].float(), 1e-6, "lse")

@@ -6,12 +6,12 @@
 //   padded_head_dim(d) (head dim the tiles and MMAs use), m_tiles_per_warp(d) (16-row m-tiles
 //   a warp owns), block_n(d) (keys per step);
 //   SmemTile<kRows, kD> (kElems, offset(row, col): the shared-memory layout of a tile);
-//   Acc<kMT, kN> (fp32 accumulator: kSize, kSlots, slot(i), row(i, lane), col(i, lane));
+//   Acc<kMT, kN> (fp32 accumulator: kSize, kSlots, kRows, slot(i), row(i, lane), col(i, lane));
 //   slot_row, owns_row_stats (which lane writes a row's statistics);
 //   row_allreduce_max/sum over the lanes sharing a row; warp_any;
 //   copy_16B_async/copy_commit/copy_wait<N> (global -> shared, zero-fill when !valid);
-//   gemm_qk(S, sQ, sK, warp, lane) (S = Q K^T for the warp's rows), PFrag + pack_p,
-//   gemm_pv(O, P, sV, warp, lane) (O += P V); block_sync.
+//   gemm_qk(S, sQ, sK, warp, lane) (S = Q K^T for the warp's rows), PFrag + pack_p / pack_p_pair,
+//   gemm_pv(O, P, sV, warp, lane) (O += P V); block_sync; fast_tanh (the softcap).
 // The online softmax, masking and tiling in kernels/fwd_kernel.h use nothing else. The backward
 // (kernels/bwd_kernel.h) also uses PaddedTile<kRows, kD> (row-major, kStride elements per row)
 // and the products over any such tile, warp_gemm_abt(S, sA, sB, stride, lane) (S = A B^T) and

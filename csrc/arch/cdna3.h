@@ -79,6 +79,7 @@ struct Acc {
   static_assert(kN % 16 == 0);
   static constexpr int kSize = kMT * kN / 4;
   static constexpr int kSlots = kMT;
+  static constexpr int kRows = 16 * kMT;
   float x[kSize];
   static CFA_DEVICE constexpr int slot(int i) { return i / (kN / 4); }
   static CFA_DEVICE int row(int i, int lane) { return 16 * slot(i) + lane % 16; }
@@ -201,16 +202,18 @@ template <typename T, int kMT, int kN>
 struct PFrag {
   Words2 b[kMT][kN / 16];
 };
+// Accumulator entries i and i + 1 (i even) rounded into their operand word.
+template <typename T, int kMT, int kN>
+CFA_DEVICE void pack_p_pair(PFrag<T, kMT, kN>& pf, int i, float lo, float hi) {
+  pf.b[i / (kN / 4)][(i % (kN / 4)) / 4][(i % 4) / 2] = pack2<T>(lo, hi);
+}
 template <typename T, int kMT, int kN>
 CFA_DEVICE void pack_p(PFrag<T, kMT, kN>& pf, const Acc<kMT, kN>& p) {
 #pragma unroll
-  for (int t = 0; t < kMT; ++t)
-#pragma unroll
-    for (int nt = 0; nt < kN / 16; ++nt) {
-      const float* c = &p.x[t * (kN / 4) + nt * 4];
-      pf.b[t][nt] = Words2{pack2<T>(c[0], c[1]), pack2<T>(c[2], c[3])};
-    }
+  for (int i = 0; i < Acc<kMT, kN>::kSize; i += 2) pack_p_pair(pf, i, p.x[i], p.x[i + 1]);
 }
+
+CFA_DEVICE float fast_tanh(float x) { return tanhf(x); }
 
 // o += P V for P in registers and the kN rows of sV (row-major [key][d]; in the backward also
 // dO, Q or a column slice of K), computed as O^T += V^T P^T. The A operand of head-dim tile dt,

@@ -114,7 +114,7 @@ void kv_block(const BwdParams& p, const KvTile& t) {
   const Acc scale = Acc(p.softmax_scale);
   const KeyWindow w = p.key_window(s);
   // Only rows whose window reaches into [n0, n0 + cols) contribute.
-  const int i_begin = std::max(0, n0 - w.offset - w.right), i_end = std::min(s.len_q, n0 + cols - w.offset + w.left);
+  const int i_begin = w.first_row(n0), i_end = w.end_row(n0 + cols);
   for (int j = 0; j < G; ++j) {
     const int h = t.kv_head * G + j;
     const CpuScores<Acc> scores(p, t.batch, h, s);

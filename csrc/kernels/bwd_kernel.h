@@ -20,6 +20,7 @@
 #include "arch/arch.h"
 #include "kernels/launch.h"
 #include "kernels/bwd_params.h"
+#include "kernels/scores.h"
 #include "mapping/mapping.h"
 #include "kernels/tile_io.h"
 
@@ -64,28 +65,44 @@ struct BwdDqConfig {
   static_assert(geometry(kFamily).bwd_row_pad % kBlockM == 0, "query blocks read lse_log2 and D unchecked");
 };
 
-// One thread per padded query row, (batch, row, head) order so a warp reads neighbouring heads:
-// D = rowsum(dO * O) and lse_log2 (see BwdParams), padding rows D = 0 and lse_log2 = +inf.
+// One thread per padded query row and head of sequence blockIdx.y, (row, head) order so a warp
+// reads neighbouring heads: D = rowsum(dO * O) and lse_log2 (see BwdParams), padding rows D = 0
+// and lse_log2 = +inf. Launched with enough threads for the longest sequence.
 template <typename T>
 CFA_GLOBAL void bwd_preprocess_kernel(const BwdParams p) {
+  const int b = blockIdx.y;
+  const Sequence s = p.sequence(b);
   const int64_t r = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (r >= int64_t(p.batch) * p.seqlen_q_rounded * p.num_q_heads) return;
-  const int64_t h = r % p.num_q_heads, i = (r / p.num_q_heads) % p.seqlen_q_rounded;
-  const int64_t b = r / (int64_t(p.num_q_heads) * p.seqlen_q_rounded);
-  const int64_t at = (b * p.num_q_heads + h) * p.seqlen_q_rounded + i;
-  float s = 0.f, lse_log2 = INFINITY;
-  if (i < p.seqlen_q) {
-    const T* o = static_cast<const T*>(p.out) + b * p.o_batch_stride + i * p.o_row_stride + h * p.o_head_stride;
-    const T* d = static_cast<const T*>(p.dout) + b * p.do_batch_stride + i * p.do_row_stride + h * p.do_head_stride;
-    for (int x = 0; x < p.head_dim; ++x) s += float(o[x]) * float(d[x]);
-    const float l = p.softmax_lse[(b * p.num_q_heads + h) * p.seqlen_q + i];
+  const int64_t padded = (s.len_q + p.stats_pad - 1) / p.stats_pad * p.stats_pad;
+  if (r >= padded * p.num_q_heads) return;
+  const int h = int(r % p.num_q_heads), i = int(r / p.num_q_heads);
+  const int64_t at = p.stats_row(b, h, s) + i;
+  float sum = 0.f, lse_log2 = INFINITY;
+  if (i < s.len_q) {
+    const int64_t row = s.q_start + i;
+    const T* o = static_cast<const T*>(p.out) + b * p.o_batch_stride + row * p.o_row_stride + h * p.o_head_stride;
+    const T* d = static_cast<const T*>(p.dout) + b * p.do_batch_stride + row * p.do_row_stride + h * p.do_head_stride;
+    for (int x = 0; x < p.head_dim; ++x) sum += float(o[x]) * float(d[x]);
+    const float l = p.softmax_lse[b * p.lse_batch_stride + h * p.lse_head_stride + row];
     if (l != -INFINITY) lse_log2 = l * float(M_LOG2E);
   }
-  static_cast<float*>(p.softmax_d)[at] = s;
+  static_cast<float*>(p.softmax_d)[at] = sum;
   p.lse_log2[at] = lse_log2;
 }
 
-template <DType kDType, int kHeadDim, bool kCausal, bool kAtomicDq>
+// P and dS of one score s of (query row, key col): P = 2^(logit - lse_log2), 0 where masked;
+// dS = P (dP - D) times the softcap's derivative.
+struct ProbGrad {
+  float prob, ds;
+};
+CFA_DEVICE ProbGrad prob_grad(const ScoreMod& mod, float s, float dp, int row, int col, bool masked, float lse_log2,
+                              float delta) {
+  float grad;
+  const float prob = masked ? 0.f : exp2f(mod.logit(s, row, col, &grad) - lse_log2);
+  return {prob, prob * (dp - delta) * grad};
+}
+
+template <DType kDType, int kHeadDim, bool kWindowed, bool kAtomicDq>
 struct BwdKvKernel {
   using Cfg = BwdConfig<kDType, kHeadDim>;
   using T = typename Cfg::T;
@@ -95,10 +112,14 @@ struct BwdKvKernel {
   using ScoreAcc = arch::Acc<1, kBlockM>; // the warp's 16 keys x kBlockM queries (S^T, dP^T)
 
   static CFA_DEVICE void run(const BwdParams& p, T* smem) {
+    if (blockIdx.x >= grid_size(p.kv_grid_shape())) return;  // a ragged grid is launched with a bound
     const KvTile tile = map_kv_workgroup(p, blockIdx.x);
     const int warp = threadIdx.x / arch::kWarpSize, lane = threadIdx.x % arch::kWarpSize;
     const int n0 = tile.n_block * kBlockN;
     const int G = p.group_size();
+    const Sequence seq = p.sequence(tile.batch);
+    const KeyWindow window = p.key_window(seq);
+    const auto slabs = p.kv_slabs<T>(tile.batch, tile.kv_head, seq);
     T* sK = smem;
     T* sV = sK + kBlockN * kStride;
     T* sQ = sV + kBlockN * kStride;
@@ -107,38 +128,31 @@ struct BwdKvKernel {
     float* sLse = reinterpret_cast<float*>(sdS + kBlockN * Cfg::kDsStride);
     float* sDelta = sLse + kBlockM;
 
-    const T* k = static_cast<const T*>(p.k) + tile.batch * p.k_batch_stride + tile.kv_head * p.k_head_stride;
-    const T* v = static_cast<const T*>(p.v) + tile.batch * p.v_batch_stride + tile.kv_head * p.v_head_stride;
-    load_tile<arch::PaddedTile<kBlockN, kHeadDim>, Cfg::kThreads>(sK, k, p.k_row_stride, n0, p.seqlen_k, p.head_dim, threadIdx.x);
-    load_tile<arch::PaddedTile<kBlockN, kHeadDim>, Cfg::kThreads>(sV, v, p.v_row_stride, n0, p.seqlen_k, p.head_dim, threadIdx.x);
+    load_tile<arch::PaddedTile<kBlockN, kHeadDim>, Cfg::kThreads>(sK, slabs.k, p.k_row_stride, n0, seq.len_k, p.head_dim, threadIdx.x);
+    load_tile<arch::PaddedTile<kBlockN, kHeadDim>, Cfg::kThreads>(sV, slabs.v, p.v_row_stride, n0, seq.len_k, p.head_dim, threadIdx.x);
     arch::copy_commit();
     arch::copy_wait<0>();  // made visible by the block_sync that opens every query block
 
     KeyAcc dk, dv;
 #pragma unroll
     for (int i = 0; i < KeyAcc::kSize; ++i) dk.x[i] = dv.x[i] = 0.f;
-    const float scale = float(p.softmax_scale), scale_log2 = scale * float(M_LOG2E);
     const int key0 = n0 + warp * kRows;  // the warp's first key
-    // Query blocks before the first row that sees key n0 contribute nothing.
-    const int m_block_begin = kCausal ? max(0, n0 - p.causal_offset()) / kBlockM : 0;
-    const int m_blocks = (p.seqlen_q + kBlockM - 1) / kBlockM;
+    // Only query blocks with a row whose window reaches into these keys contribute.
+    const BlockRange rows = query_blocks(window, n0, n0 + kBlockN, kBlockM);
 
     for (int j = 0; j < G; ++j) {
       const int h = tile.kv_head * G + j;
-      const T* q = static_cast<const T*>(p.q) + tile.batch * p.q_batch_stride + h * p.q_head_stride;
-      const T* dout = static_cast<const T*>(p.dout) + tile.batch * p.do_batch_stride + h * p.do_head_stride;
-      const int64_t row_base = (int64_t(tile.batch) * p.num_q_heads + h) * p.seqlen_q_rounded;
-      const float* lse_log2 = p.lse_log2 + row_base;
-      const float* delta = static_cast<const float*>(p.softmax_d) + row_base;
-      for (int mb = m_block_begin; mb < m_blocks; ++mb) {
+      const auto qs = p.query_slabs<T>(tile.batch, h, seq);
+      const ScoreMod mod(p, tile.batch, h, seq);
+      for (int mb = rows.first; mb < rows.end; ++mb) {
         const int m0 = mb * kBlockM;
         arch::block_sync();  // every warp is done with the previous block's Q, dO, dS^T
-        load_tile<arch::PaddedTile<kBlockM, kHeadDim>, Cfg::kThreads>(sQ, q, p.q_row_stride, m0, p.seqlen_q, p.head_dim, threadIdx.x);
-        load_tile<arch::PaddedTile<kBlockM, kHeadDim>, Cfg::kThreads>(sdO, dout, p.do_row_stride, m0, p.seqlen_q, p.head_dim, threadIdx.x);
+        load_tile<arch::PaddedTile<kBlockM, kHeadDim>, Cfg::kThreads>(sQ, qs.q, p.q_row_stride, m0, seq.len_q, p.head_dim, threadIdx.x);
+        load_tile<arch::PaddedTile<kBlockM, kHeadDim>, Cfg::kThreads>(sdO, qs.dout, p.do_row_stride, m0, seq.len_q, p.head_dim, threadIdx.x);
         arch::copy_commit();
         for (int r = threadIdx.x; r < kBlockM; r += Cfg::kThreads) {
-          sLse[r] = lse_log2[m0 + r];
-          sDelta[r] = delta[m0 + r];
+          sLse[r] = qs.lse_log2[m0 + r];
+          sDelta[r] = qs.delta[m0 + r];
         }
         arch::copy_wait<0>();
         arch::block_sync();
@@ -148,11 +162,11 @@ struct BwdKvKernel {
         arch::warp_gemm_abt<T, 1, kBlockM, kHeadDim>(dp, sV + warp * kRows * kStride, sdO, kStride, lane);
 #pragma unroll
         for (int i = 0; i < ScoreAcc::kSize; ++i) {
-          const int key = key0 + ScoreAcc::row(i, lane), qi = ScoreAcc::col(i, lane);
-          const bool masked = key >= p.seqlen_k || (kCausal && key > m0 + qi + p.causal_offset());
-          const float prob = masked ? 0.f : exp2f(s.x[i] * scale_log2 - sLse[qi]);
-          s.x[i] = prob;                                // P^T
-          dp.x[i] = prob * (dp.x[i] - sDelta[qi]);      // dS^T
+          const int key = key0 + ScoreAcc::row(i, lane), qi = ScoreAcc::col(i, lane), row = m0 + qi;
+          const bool masked = kWindowed ? !window.visible(row, key) : key >= seq.len_k;
+          const ProbGrad pg = prob_grad(mod, s.x[i], dp.x[i], row, key, masked, sLse[qi], sDelta[qi]);
+          s.x[i] = pg.prob;  // P^T
+          dp.x[i] = pg.ds;   // dS^T
         }
         {
           arch::PFrag<T, 1, kBlockM> pf;
@@ -161,25 +175,24 @@ struct BwdKvKernel {
           arch::pack_p(pf, dp);
           arch::warp_gemm_pv<T, 1, kBlockM, kHeadDim>(dk, pf, sQ, kStride, lane);
         }
-        if constexpr (kAtomicDq) add_dq(p, tile, h, m0, dp, sK, sdS, warp, lane);
+        if constexpr (kAtomicDq) add_dq(p, tile.batch, seq, h, m0, dp, sK, sdS, warp, lane);
       }
     }
 
-    T* dk_out = static_cast<T*>(p.dk) + tile.batch * p.dk_batch_stride + tile.kv_head * p.dk_head_stride;
-    T* dv_out = static_cast<T*>(p.dv) + tile.batch * p.dv_batch_stride + tile.kv_head * p.dv_head_stride;
+    const float scale = float(p.softmax_scale);
 #pragma unroll
     for (int i = 0; i < KeyAcc::kSize; ++i) {
       const int key = key0 + KeyAcc::row(i, lane), col = KeyAcc::col(i, lane);
-      if (key < p.seqlen_k && col < p.head_dim) {
-        dk_out[key * p.dk_row_stride + col] = T(dk.x[i] * scale);
-        dv_out[key * p.dv_row_stride + col] = T(dv.x[i]);
+      if (key < seq.len_k && col < p.head_dim) {
+        slabs.dk[key * p.dk_row_stride + col] = T(dk.x[i] * scale);
+        slabs.dv[key * p.dv_row_stride + col] = T(dv.x[i]);
       }
     }
   }
 
   // dQ[m0 .. m0 + kBlockM) += dS K * scale: dS^T goes through shared memory so each warp can
   // read its query rows as an mma A operand; then one atomic add per element.
-  static CFA_DEVICE void add_dq(const BwdParams& p, const KvTile& tile, int h, int m0,
+  static CFA_DEVICE void add_dq(const BwdParams& p, int b, const Sequence& seq, int h, int m0,
                                 const ScoreAcc& ds_t, const T* sK, T* sdS, int warp, int lane) {
     using DsAcc = arch::Acc<1, kBlockN>;       // 16 queries x the block's keys
     using DqAcc = arch::Acc<1, Cfg::kDqCols>;  // 16 queries x the warp's column slice
@@ -204,14 +217,12 @@ struct BwdKvKernel {
     for (int i = 0; i < DqAcc::kSize; ++i) {
       const int row = m0 + row_group * kRows + DqAcc::row(i, lane);
       const int col = col0 + DqAcc::col(i, lane);
-      if (row < p.seqlen_q && col < p.head_dim)
-        atomicAdd(dq_accum + ((int64_t(tile.batch) * p.seqlen_q + row) * p.num_q_heads + h) * p.head_dim + col,
-                  dq.x[i] * scale);
+      if (row < seq.len_q && col < p.head_dim) atomicAdd(dq_accum + p.dq_offset(b, seq, row, h) + col, dq.x[i] * scale);
     }
   }
 };
 
-template <DType kDType, int kHeadDim, bool kCausal>
+template <DType kDType, int kHeadDim, bool kWindowed>
 struct BwdDqKernel {
   using Cfg = BwdDqConfig<kDType, kHeadDim>;
   using T = typename Cfg::T;
@@ -221,30 +232,31 @@ struct BwdDqKernel {
   static constexpr int kSlots = DqAcc::kSlots;
 
   static CFA_DEVICE void run(const BwdParams& p, T* smem) {
-    const Tile tile = map_workgroup(p.mapping, blockIdx.x, p.grid_shape());
+    const GridShape grid = p.grid_shape();
+    if (blockIdx.x >= grid_size(grid)) return;  // a ragged grid is launched with a bound
+    const Tile tile = map_workgroup(p.mapping, blockIdx.x, grid);
     const int warp = threadIdx.x / arch::kWarpSize, lane = threadIdx.x % arch::kWarpSize;
     const int m0 = tile.m_block * kBlockM;
-    const int kv_head = tile.q_head / p.group_size();
-    const T* q = static_cast<const T*>(p.q) + tile.batch * p.q_batch_stride + tile.q_head * p.q_head_stride;
-    const T* dout = static_cast<const T*>(p.dout) + tile.batch * p.do_batch_stride + tile.q_head * p.do_head_stride;
-    const T* k = static_cast<const T*>(p.k) + tile.batch * p.k_batch_stride + kv_head * p.k_head_stride;
-    const T* v = static_cast<const T*>(p.v) + tile.batch * p.v_batch_stride + kv_head * p.v_head_stride;
-    const int64_t row_base = (int64_t(tile.batch) * p.num_q_heads + tile.q_head) * p.seqlen_q_rounded;
+    const Sequence seq = p.sequence(tile.batch);
+    const KeyWindow window = p.key_window(seq);
+    const ScoreMod mod(p, tile.batch, tile.q_head, seq);
+    const auto qs = p.query_slabs<T>(tile.batch, tile.q_head, seq);
+    const auto kvs = p.kv_slabs<T>(tile.batch, tile.q_head / p.group_size(), seq);
     const int warp_row0 = m0 + warp * Cfg::kWarpRows;
 
     T* sQ = smem;
     T* sdO = sQ + kBlockM * kStride;
     T* sK = sdO + kBlockM * kStride;
     T* sV = sK + kBlockN * kStride;
-    load_tile<arch::PaddedTile<kBlockM, kHeadDim>, Cfg::kThreads>(sQ, q, p.q_row_stride, m0, p.seqlen_q, p.head_dim, threadIdx.x);
-    load_tile<arch::PaddedTile<kBlockM, kHeadDim>, Cfg::kThreads>(sdO, dout, p.do_row_stride, m0, p.seqlen_q, p.head_dim, threadIdx.x);
+    load_tile<arch::PaddedTile<kBlockM, kHeadDim>, Cfg::kThreads>(sQ, qs.q, p.q_row_stride, m0, seq.len_q, p.head_dim, threadIdx.x);
+    load_tile<arch::PaddedTile<kBlockM, kHeadDim>, Cfg::kThreads>(sdO, qs.dout, p.do_row_stride, m0, seq.len_q, p.head_dim, threadIdx.x);
     arch::copy_commit();
     float lse_log2[kSlots], delta[kSlots];
 #pragma unroll
     for (int r = 0; r < kSlots; ++r) {
       const int row = warp_row0 + arch::slot_row(r, lane);
-      lse_log2[r] = p.lse_log2[row_base + row];
-      delta[r] = static_cast<const float*>(p.softmax_d)[row_base + row];
+      lse_log2[r] = qs.lse_log2[row];
+      delta[r] = qs.delta[row];
     }
     const T* sQ_warp = sQ + warp * Cfg::kWarpRows * kStride;
     const T* sdO_warp = sdO + warp * Cfg::kWarpRows * kStride;
@@ -252,13 +264,12 @@ struct BwdDqKernel {
     DqAcc dq;
 #pragma unroll
     for (int i = 0; i < DqAcc::kSize; ++i) dq.x[i] = 0.f;
-    const float scale = float(p.softmax_scale), scale_log2 = scale * float(M_LOG2E);
-    int n_end = p.seqlen_k;  // keys past the last row's causal limit are never loaded
-    if (kCausal) n_end = min(n_end, m0 + kBlockM + p.causal_offset());
-    for (int n0 = 0; n0 < n_end; n0 += kBlockN) {
+    // Keys outside every row's window are never loaded.
+    const BlockRange keys = key_blocks(window, m0, min(m0 + kBlockM, seq.len_q) - 1, kBlockN);
+    for (int n0 = keys.first * kBlockN; n0 < keys.end * kBlockN; n0 += kBlockN) {
       arch::block_sync();  // every warp is done with the previous K/V
-      load_tile<arch::PaddedTile<kBlockN, kHeadDim>, Cfg::kThreads>(sK, k, p.k_row_stride, n0, p.seqlen_k, p.head_dim, threadIdx.x);
-      load_tile<arch::PaddedTile<kBlockN, kHeadDim>, Cfg::kThreads>(sV, v, p.v_row_stride, n0, p.seqlen_k, p.head_dim, threadIdx.x);
+      load_tile<arch::PaddedTile<kBlockN, kHeadDim>, Cfg::kThreads>(sK, kvs.k, p.k_row_stride, n0, seq.len_k, p.head_dim, threadIdx.x);
+      load_tile<arch::PaddedTile<kBlockN, kHeadDim>, Cfg::kThreads>(sV, kvs.v, p.v_row_stride, n0, seq.len_k, p.head_dim, threadIdx.x);
       arch::copy_commit();
       arch::copy_wait<0>();  // K, V (and Q, dO on the first block)
       arch::block_sync();
@@ -268,10 +279,9 @@ struct BwdDqKernel {
 #pragma unroll
       for (int i = 0; i < ScoreAcc::kSize; ++i) {
         const int row = warp_row0 + ScoreAcc::row(i, lane), col = n0 + ScoreAcc::col(i, lane);
-        const bool masked = col >= p.seqlen_k || (kCausal && col > row + p.causal_offset());
+        const bool masked = kWindowed ? !window.visible(row, col) : col >= seq.len_k;
         const int r = ScoreAcc::slot(i);
-        const float prob = masked ? 0.f : exp2f(s.x[i] * scale_log2 - lse_log2[r]);
-        s.x[i] = prob * (dp.x[i] - delta[r]);  // dS
+        s.x[i] = prob_grad(mod, s.x[i], dp.x[i], row, col, masked, lse_log2[r], delta[r]).ds;  // dS
       }
       arch::PFrag<T, 1, kBlockN> dsf;
       arch::pack_p(dsf, s);
@@ -280,28 +290,27 @@ struct BwdDqKernel {
     arch::copy_wait<0>();  // Q and dO of a tile that sees no key were never waited for
 
     float* dq_accum = static_cast<float*>(p.dq_accum);
+    const float scale = float(p.softmax_scale);
 #pragma unroll
     for (int i = 0; i < DqAcc::kSize; ++i) {
       const int row = warp_row0 + DqAcc::row(i, lane), col = DqAcc::col(i, lane);
-      if (row < p.seqlen_q && col < p.head_dim)
-        dq_accum[((int64_t(tile.batch) * p.seqlen_q + row) * p.num_q_heads + tile.q_head) * p.head_dim + col] =
-            dq.x[i] * scale;
+      if (row < seq.len_q && col < p.head_dim) dq_accum[p.dq_offset(tile.batch, seq, row, tile.q_head) + col] = dq.x[i] * scale;
     }
   }
 };
 
 // The bounds are parenthesised for HIP's variadic __launch_bounds__ (see fwd_kernel.h).
-template <DType kDType, int kHeadDim, bool kCausal, bool kAtomicDq>
+template <DType kDType, int kHeadDim, bool kWindowed, bool kAtomicDq>
 CFA_GLOBAL void __launch_bounds__((BwdConfig<kDType, kHeadDim>::kThreads))
     bwd_kv_kernel(const BwdParams p) {
-  using K = BwdKvKernel<kDType, kHeadDim, kCausal, kAtomicDq>;
+  using K = BwdKvKernel<kDType, kHeadDim, kWindowed, kAtomicDq>;
   K::run(p, reinterpret_cast<typename K::T*>(dynamic_smem()));
 }
 
-template <DType kDType, int kHeadDim, bool kCausal>
+template <DType kDType, int kHeadDim, bool kWindowed>
 CFA_GLOBAL void __launch_bounds__((BwdDqConfig<kDType, kHeadDim>::kThreads))
     bwd_dq_kernel(const BwdParams p) {
-  using K = BwdDqKernel<kDType, kHeadDim, kCausal>;
+  using K = BwdDqKernel<kDType, kHeadDim, kWindowed>;
   K::run(p, reinterpret_cast<typename K::T*>(dynamic_smem()));
 }
 

@@ -53,6 +53,36 @@ struct BwdParams : FwdParams {
   CFA_HOST_DEVICE GridShape kv_grid_shape() const {
     return GridShape{batch, num_kv_heads, num_n_blocks(), num_xcds, kv_block_offsets};
   }
+  // One KV head's K, V, dK and dV slabs of sequence b, as element type T (rows row_stride apart).
+  template <typename T>
+  struct KvSlabs {
+    const T* k;
+    const T* v;
+    T* dk;
+    T* dv;
+  };
+  template <typename T>
+  CFA_HOST_DEVICE KvSlabs<T> kv_slabs(int32_t b, int32_t kv_head, const Sequence& s) const {
+    return {static_cast<const T*>(k) + b * k_batch_stride + s.k_start * k_row_stride + kv_head * k_head_stride,
+            static_cast<const T*>(v) + b * v_batch_stride + s.k_start * v_row_stride + kv_head * v_head_stride,
+            static_cast<T*>(dk) + b * dk_batch_stride + s.k_start * dk_row_stride + kv_head * dk_head_stride,
+            static_cast<T*>(dv) + b * dv_batch_stride + s.k_start * dv_row_stride + kv_head * dv_head_stride};
+  }
+  // One query head's Q and dO slabs of sequence b and its rows of lse_log2 and D (GPU layout).
+  template <typename T>
+  struct QuerySlabs {
+    const T* q;
+    const T* dout;
+    const float* lse_log2;
+    const float* delta;
+  };
+  template <typename T>
+  CFA_HOST_DEVICE QuerySlabs<T> query_slabs(int32_t b, int32_t h, const Sequence& s) const {
+    const int64_t stats = stats_row(b, h, s);
+    return {static_cast<const T*>(q) + b * q_batch_stride + s.q_start * q_row_stride + h * q_head_stride,
+            static_cast<const T*>(dout) + b * do_batch_stride + s.q_start * do_row_stride + h * do_head_stride,
+            lse_log2 + stats, static_cast<const float*>(softmax_d) + stats};
+  }
   // First row of (sequence b, query head h) in softmax_d and lse_log2.
   CFA_HOST_DEVICE int64_t stats_row(int32_t b, int32_t h, const Sequence& s) const {
     if (!cu_seqlens_q) return (int64_t(b) * num_q_heads + h) * stats_rows;

@@ -22,7 +22,8 @@ struct Sequence {
 };
 
 // The keys query row i (of one sequence) sees: [i + offset - left, i + offset + right] within
-// [0, len_k). Unbounded sides hold the batch's longest key length, which bounds nothing.
+// [0, len_k), offset = len_k - len_q. Unbounded sides hold len_q + len_k or more, which bounds
+// nothing.
 struct KeyWindow {
   int32_t offset, left, right, len_k;
 
@@ -37,7 +38,31 @@ struct KeyWindow {
   CFA_HOST_DEVICE bool visible(int32_t row, int32_t col) const {
     return col >= row + offset - left && col <= row + offset + right && col < len_k;
   }
+  // Query rows [first_row(n0), end_row(n1)) see some key of [n0, n1) (begin/end grow with the row).
+  CFA_HOST_DEVICE int32_t first_row(int32_t n0) const {
+    const int32_t r = n0 - offset - right;
+    return r > 0 ? r : 0;
+  }
+  CFA_HOST_DEVICE int32_t end_row(int32_t n1) const {
+    const int32_t r = n1 - offset + left, len_q = len_k - offset;
+    return r < len_q ? r : len_q;
+  }
 };
+
+// Blocks [first, end) of `block` keys (or rows) a tile visits.
+struct BlockRange {
+  int32_t first, end;
+};
+// The key blocks that query rows row_first..row_last of a sequence see.
+CFA_HOST_DEVICE BlockRange key_blocks(const KeyWindow& w, int32_t row_first, int32_t row_last, int32_t block) {
+  const int32_t first = w.begin(row_first) / block, end = (w.end(row_last) + block - 1) / block;
+  return {first, end > first ? end : first};
+}
+// The query blocks whose rows see some key of [n0, n1).
+CFA_HOST_DEVICE BlockRange query_blocks(const KeyWindow& w, int32_t n0, int32_t n1, int32_t block) {
+  const int32_t first = w.first_row(n0) / block, end = (w.end_row(n1) + block - 1) / block;
+  return {first, end > first ? end : first};
+}
 
 struct FwdParams {
   const void* q;
@@ -92,8 +117,9 @@ struct FwdParams {
     return Sequence{cu_seqlens_q[b + 1] - q0, cu_seqlens_k[b + 1] - k0, q0, k0};
   }
   CFA_HOST_DEVICE KeyWindow key_window(const Sequence& s) const {
-    return windowed ? KeyWindow{s.len_k - s.len_q, window_left, window_right, s.len_k}
-                    : KeyWindow{0, s.len_q + s.len_k, s.len_q + s.len_k, s.len_k};
+    const int32_t unbounded = s.len_q + s.len_k;
+    return KeyWindow{s.len_k - s.len_q, windowed ? window_left : unbounded, windowed ? window_right : unbounded,
+                     s.len_k};
   }
   CFA_HOST_DEVICE float alibi_slope(int32_t b, int32_t q_head) const {
     return alibi_slopes ? alibi_slopes[b * alibi_batch_stride + q_head] : 0.f;

@@ -26,9 +26,9 @@ constexpr KernelGeometry geometry(KernelFamily f) {
 // the dQ pass.
 #define CFA_DECLARE_LAUNCHERS(family)                                    \
   namespace family {                                                     \
-  template <DType kDType, int kHeadDim, bool kCausal>                    \
+  template <DType kDType, int kHeadDim, bool kWindowed>                    \
   void run_fwd(const FwdParams& params, cfaStream_t stream);             \
-  template <DType kDType, int kHeadDim, bool kCausal>                    \
+  template <DType kDType, int kHeadDim, bool kWindowed>                    \
   void run_bwd(const BwdParams& params, cfaStream_t stream);             \
   }
 CFA_DECLARE_LAUNCHERS(mma_sync)

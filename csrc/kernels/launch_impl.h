@@ -10,10 +10,28 @@
 #include "kernels/fwd_kernel.h"
 #endif
 #include "kernels/launch.h"
+#include "kernels/varlen.h"
 
 namespace chiplet_fa::CFA_FAMILY {
 
 inline constexpr KernelGeometry kGeometry = geometry(kFamily);
+
+// A pass's ragged grid of a packed batch, from cu_seqlens on the device (no host sync); kernels
+// launched after it in the stream read it. A cu_seqlens that is not a packing of its rows stops
+// the device before any kernel reads outside the tensors.
+// static: one copy per unit (every instantiation unit of the family includes it).
+static CFA_GLOBAL void block_offsets_kernel(const int32_t* cu_seqlens, int32_t batch, int64_t total, int32_t max_len,
+                                            int32_t block, int32_t* offsets, bool keys) {
+  if (threadIdx.x == 0 && !fill_block_offsets(cu_seqlens, batch, total, max_len, block, offsets))
+    device_fail(keys ? "cu_seqlens_k is not a packing of k's rows into sequences of at most max_seqlen_k"
+                     : "cu_seqlens_q is not a packing of q's rows into sequences of at most max_seqlen_q");
+}
+
+inline void fill_grid(const int32_t* cu_seqlens, int32_t batch, int64_t total, int32_t max_len, int32_t block,
+                      int32_t* offsets, bool keys, cfaStream_t stream) {
+  if (offsets) CFA_LAUNCH(block_offsets_kernel, dim3(1), dim3(32), 0, stream, cu_seqlens, batch, total, max_len, block,
+                          offsets, keys);
+}
 
 // Above 48 KB a kernel must opt in to dynamic shared memory on NVIDIA; the attribute is per
 // function, not a stream operation, so this is safe under CUDA-graph capture. AMD has no opt-in
@@ -30,46 +48,53 @@ void allow_smem(Kernel kernel) {
 #endif
 }
 
-template <DType kDType, int kHeadDim, bool kCausal>
+template <DType kDType, int kHeadDim, bool kWindowed>
 void run_fwd(const FwdParams& p, cfaStream_t stream) {
-  using Cfg = FwdKernel<kDType, kHeadDim, kCausal>;
+  using Cfg = FwdKernel<kDType, kHeadDim, kWindowed>;
   static_assert(Cfg::kBlockM == kGeometry.fwd_block_m, "the binding sizes the grid with the family's geometry");
-  auto kernel = fwd_kernel<kDType, kHeadDim, kCausal>;
+  auto kernel = fwd_kernel<kDType, kHeadDim, kWindowed>;
   allow_smem<Cfg::kSmemBytes>(kernel);
-  CFA_LAUNCH(kernel, dim3(unsigned(grid_size(p.grid_shape()))), dim3(Cfg::kThreads), Cfg::kSmemBytes, stream, p);
+  fill_grid(p.cu_seqlens_q, p.batch, p.total_q, p.seqlen_q, Cfg::kBlockM, p.block_offsets, false, stream);
+  const int64_t grid = p.launch_size(p.grid_shape(), p.total_q, Cfg::kBlockM);
+  CFA_LAUNCH(kernel, dim3(unsigned(grid)), dim3(Cfg::kThreads), Cfg::kSmemBytes, stream, p);
 }
 
 // The backward's main (KV-block) pass: warp-specialised in the sm90 family, generic elsewhere.
-template <DType kDType, int kHeadDim, bool kCausal, bool kAtomicDq>
+template <DType kDType, int kHeadDim, bool kWindowed, bool kAtomicDq>
 void run_bwd_kv(const BwdParams& p, cfaStream_t stream) {
 #if defined(CFA_FAMILY_SM90)
-  using Kv = BwdKvKernelSm90<kDType, kHeadDim, kCausal, kAtomicDq>;
-  auto kv = bwd_kv_kernel_sm90<kDType, kHeadDim, kCausal, kAtomicDq>;
+  using Kv = BwdKvKernelSm90<kDType, kHeadDim, kWindowed, kAtomicDq>;
+  auto kv = bwd_kv_kernel_sm90<kDType, kHeadDim, kWindowed, kAtomicDq>;
 #else
   using Kv = BwdConfig<kDType, kHeadDim>;
-  auto kv = bwd_kv_kernel<kDType, kHeadDim, kCausal, kAtomicDq>;
+  auto kv = bwd_kv_kernel<kDType, kHeadDim, kWindowed, kAtomicDq>;
 #endif
   static_assert(Kv::kBlockN == kGeometry.bwd_block_n, "the binding sizes the grid with the family's geometry");
   allow_smem<Kv::kSmemBytes>(kv);
-  CFA_LAUNCH(kv, dim3(unsigned(grid_size(p.kv_grid_shape()))), dim3(Kv::kThreads), Kv::kSmemBytes, stream, p);
+  const int64_t grid = p.launch_size(p.kv_grid_shape(), p.total_k, Kv::kBlockN);
+  CFA_LAUNCH(kv, dim3(unsigned(grid)), dim3(Kv::kThreads), Kv::kSmemBytes, stream, p);
 }
 
-template <DType kDType, int kHeadDim, bool kCausal>
+template <DType kDType, int kHeadDim, bool kWindowed>
 void run_bwd(const BwdParams& p, cfaStream_t stream) {
   using T = typename arch::Element<kDType>::type;
   using Dq = BwdDqConfig<kDType, kHeadDim>;
   static_assert(Dq::kBlockM == kGeometry.bwd_dq_block_m, "the binding sizes the dQ grid with the family's geometry");
-  const int64_t rows = int64_t(p.batch) * p.seqlen_q_rounded * p.num_q_heads;
+  fill_grid(p.cu_seqlens_q, p.batch, p.total_q, p.seqlen_q, Dq::kBlockM, p.block_offsets, false, stream);
+  fill_grid(p.cu_seqlens_k, p.batch, p.total_k, p.seqlen_k, kGeometry.bwd_block_n, p.kv_block_offsets, true, stream);
+  // One thread per padded row and head of the longest sequence, one grid row per sequence.
+  const int64_t rows = int64_t(p.seqlen_q + p.stats_pad - 1) / p.stats_pad * p.stats_pad * p.num_q_heads;
   constexpr int kPreThreads = 256;
-  CFA_LAUNCH(bwd_preprocess_kernel<T>, dim3(unsigned((rows + kPreThreads - 1) / kPreThreads)), dim3(kPreThreads), 0,
-             stream, p);
+  CFA_LAUNCH(bwd_preprocess_kernel<T>, dim3(unsigned((rows + kPreThreads - 1) / kPreThreads), unsigned(p.batch)),
+             dim3(kPreThreads), 0, stream, p);
   if (p.deterministic) {
-    run_bwd_kv<kDType, kHeadDim, kCausal, false>(p, stream);
-    auto dq = bwd_dq_kernel<kDType, kHeadDim, kCausal>;
+    run_bwd_kv<kDType, kHeadDim, kWindowed, false>(p, stream);
+    auto dq = bwd_dq_kernel<kDType, kHeadDim, kWindowed>;
     allow_smem<Dq::kSmemBytes>(dq);
-    CFA_LAUNCH(dq, dim3(unsigned(grid_size(p.grid_shape()))), dim3(Dq::kThreads), Dq::kSmemBytes, stream, p);
+    const int64_t grid = p.launch_size(p.grid_shape(), p.total_q, Dq::kBlockM);
+    CFA_LAUNCH(dq, dim3(unsigned(grid)), dim3(Dq::kThreads), Dq::kSmemBytes, stream, p);
   } else {
-    run_bwd_kv<kDType, kHeadDim, kCausal, true>(p, stream);
+    run_bwd_kv<kDType, kHeadDim, kWindowed, true>(p, stream);
   }
 }
 

@@ -1,15 +1,19 @@
 // FlashAttention's online softmax for the rows a warp owns, shared by every forward kernel:
-// scores of one key block become base-2 logits (masked), are folded into running row
-// statistics (rescaling O when needed) and become the unnormalised P of the PV product.
+// scores of one key block become base-2 logits (kernels/scores.h; masked outside the rows' key
+// windows), are folded into running row statistics (rescaling O when needed) and become the
+// unnormalised P of the PV product.
 #pragma once
 #include <cmath>
 
 #include "arch/arch.h"
 #include "kernels/fwd_params.h"
+#include "kernels/scores.h"
 
 namespace chiplet_fa::CFA_FAMILY {
 
-template <typename SAcc, typename OAcc, int kBlockN, bool kCausal>
+// kWindowed: keys outside a window around the diagonal (causal, sliding) are masked; without it
+// only keys past the sequence's end are.
+template <typename SAcc, typename OAcc, int kBlockN, bool kWindowed>
 struct OnlineSoftmax {
   static constexpr int kSlots = SAcc::kSlots;
   // The reference max of a row only moves (and O, row_sum are rescaled) when the row's max
@@ -17,9 +21,8 @@ struct OnlineSoftmax {
   static constexpr float kRescaleSlack = 8.f;
 
   float row_max[kSlots], row_sum[kSlots];
-  float scale_log2;
 
-  CFA_DEVICE explicit OnlineSoftmax(double softmax_scale) : scale_log2(float(softmax_scale) * float(M_LOG2E)) {
+  CFA_DEVICE OnlineSoftmax() {
 #pragma unroll
     for (int r = 0; r < kSlots; ++r) {
       row_max[r] = -INFINITY;
@@ -27,27 +30,25 @@ struct OnlineSoftmax {
     }
   }
 
-  // Scores to base-2 logits.
-  CFA_DEVICE void scale(SAcc& s) const {
-#pragma unroll
-    for (int i = 0; i < SAcc::kSize; ++i) s.x[i] *= scale_log2;
+  // Whether block n0 has keys that some row from warp_row0 must not see: past the sequence's end
+  // or outside a row's window. Most blocks have none.
+  static CFA_DEVICE bool needs_mask(const KeyWindow& w, int n0, int warp_row0) {
+    if (n0 + kBlockN > w.len_k) return true;
+    if constexpr (kWindowed) return n0 < w.begin(warp_row0 + SAcc::kRows - 1) || n0 + kBlockN > w.end(warp_row0);
+    return false;
   }
-  // Whether block n0 has keys that some row from warp_row0 must not see: past seqlen_k or
-  // (causal) right of a row's diagonal. Most blocks have none.
-  CFA_DEVICE bool needs_mask(const FwdParams& p, int n0, int warp_row0) const {
-    return n0 + kBlockN > p.seqlen_k || (kCausal && n0 + kBlockN - 1 > warp_row0 + p.causal_offset());
-  }
-  CFA_DEVICE void mask(SAcc& s, const FwdParams& p, int n0, int warp_row0, int lane) const {
+  static CFA_DEVICE void mask(SAcc& s, const KeyWindow& w, int n0, int warp_row0, int lane) {
 #pragma unroll
     for (int i = 0; i < SAcc::kSize; ++i) {
       const int col = n0 + SAcc::col(i, lane);
-      const int row = warp_row0 + SAcc::row(i, lane);
-      if (col >= p.seqlen_k || (kCausal && col > row + p.causal_offset())) s.x[i] = -INFINITY;
+      const bool visible = kWindowed ? w.visible(warp_row0 + SAcc::row(i, lane), col) : col < w.len_k;
+      if (!visible) s.x[i] = -INFINITY;
     }
   }
-  CFA_DEVICE void scale_and_mask(SAcc& s, const FwdParams& p, int n0, int warp_row0, int lane) const {
-    scale(s);
-    if (needs_mask(p, n0, warp_row0)) mask(s, p, n0, warp_row0, lane);
+  // Scores of key block n0 to masked logits.
+  static CFA_DEVICE void logits(SAcc& s, const ScoreMod& mod, const KeyWindow& w, int n0, int warp_row0, int lane) {
+    mod.to_logits(s, warp_row0, n0, lane);
+    if (needs_mask(w, n0, warp_row0)) mask(s, w, n0, warp_row0, lane);
   }
 
   // Folds a block of logits into the row statistics and turns s into P. A row with no visible

@@ -22,6 +22,7 @@
 #include "arch/sm90_sync.h"
 #include "kernels/launch.h"
 #include "kernels/bwd_params.h"
+#include "kernels/scores.h"
 #include "mapping/mapping.h"
 #include "kernels/tile_io.h"
 
@@ -29,7 +30,7 @@ namespace chiplet_fa::CFA_FAMILY {
 
 // Consumers hold dK, dV (128 registers at D = 128), S^T and dP^T (64), P^T and dS^T packed (32):
 // 224 spills in the causal kernels, and 40 + 2 * 232 takes the whole pool of 168 * 3.
-template <DType kDType, int kHeadDim, bool kCausal, bool kAtomicDq>
+template <DType kDType, int kHeadDim, bool kWindowed, bool kAtomicDq>
 struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
   using T = typename arch::Element<kDType>::type;
   static constexpr int kDim = arch::padded_head_dim(kHeadDim);
@@ -54,6 +55,17 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
   struct Barriers {
     uint64_t kv_full, full[kStages], empty[kStages];
   };
+  // This workgroup's keys: their sequence, its key window, and the query blocks of one query
+  // head that see them: [rows.first, rows.end), of which [plain.first, plain.end) see every key
+  // of the block (no mask needed). Kept in shared memory and read where used: the consumers'
+  // registers are all but taken by dK, dV and the scores.
+  struct Keys {
+    KvTile tile;
+    Sequence seq;
+    KeyWindow window;
+    int n0;
+    BlockRange rows, plain;
+  };
   struct Smem {
     T k[KVTile::kElems];
     T v[KVTile::kElems];
@@ -64,32 +76,40 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
     float lse_log2[kStages][kBlockM];
     float delta[kStages][kBlockM];
     Barriers bar;
+    Keys keys;
   };
   static constexpr int kSmemBytes = int(sizeof(Smem));
   static_assert(kSmemBytes <= 227 * 1024, "shared memory per workgroup on sm_90");
   // Named barriers (0 is __syncthreads): dS^T complete; a consumer's dQ staging complete.
   static constexpr int kDsBarrier = 1, kDqBarrier = 2;
 
-  // The query blocks of one query head this workgroup visits: [begin, end), the ones from
-  // `plain` on need no mask.
-  struct Blocks {
-    int begin, plain, end;
-  };
-  static CFA_DEVICE Blocks blocks(const BwdParams& p, int n0) {
-    Blocks b;
-    b.end = (p.seqlen_q + kBlockM - 1) / kBlockM;
-    b.begin = kCausal ? min(b.end, max(0, n0 - p.causal_offset()) / kBlockM) : 0;
-    // Every key of the block is visible to every row from m0 = n0 + kBlockN - 1 - offset on.
-    int plain = kCausal ? (max(0, n0 + kBlockN - 1 - p.causal_offset()) + kBlockM - 1) / kBlockM : 0;
-    if (n0 + kBlockN > p.seqlen_k) plain = b.end;  // keys past the end: always masked
-    b.plain = min(max(plain, b.begin), b.end);
-    return b;
+  static CFA_DEVICE Keys keys_of(const BwdParams& p, const KvTile& tile) {
+    Keys k;
+    k.tile = tile;
+    k.seq = p.sequence(tile.batch);
+    k.window = p.key_window(k.seq);
+    k.n0 = tile.n_block * kBlockN;
+    k.rows = query_blocks(k.window, k.n0, k.n0 + kBlockN, kBlockM);
+    // Rows from first_row(last key) on see every key of the block, up to the last row whose
+    // window begins at or before n0 (a last block's rows past the sequence have lse_log2 = +inf
+    // and need no mask); keys past the sequence's end are always masked.
+    BlockRange plain{0, 0};
+    if (k.n0 + kBlockN <= k.seq.len_k) {
+      const int last = k.window.end_row(k.n0 + 1);
+      plain.first = kWindowed ? (k.window.first_row(k.n0 + kBlockN - 1) + kBlockM - 1) / kBlockM : 0;
+      plain.end = !kWindowed || last >= k.seq.len_q ? k.rows.end : last / kBlockM;
+    }
+    k.plain.first = min(max(plain.first, k.rows.first), k.rows.end);
+    k.plain.end = max(min(plain.end, k.rows.end), k.plain.first);
+    return k;
   }
 
   static CFA_DEVICE void run(const BwdParams& p, unsigned char* smem_raw) {
+    if (blockIdx.x >= grid_size(p.kv_grid_shape())) return;  // a ragged grid is launched with a bound
     Smem& sm = *reinterpret_cast<Smem*>(smem_raw);
-    const KvTile tile = map_kv_workgroup(p, blockIdx.x);
+    const Keys& keys = sm.keys;
     if (threadIdx.x == 0) {
+      sm.keys = keys_of(p, map_kv_workgroup(p, blockIdx.x));
       arch::mbarrier_init(&sm.bar.kv_full, kWgThreads);
       for (int s = 0; s < kStages; ++s) {
         arch::mbarrier_init(&sm.bar.full[s], kWgThreads);
@@ -100,52 +120,48 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
     const int wg = threadIdx.x / kWgThreads;
     if (wg == 0) {
       arch::release_registers<kProducerRegs>();
-      produce(p, sm, tile);
+      produce(p, sm, keys);
     } else {
       arch::claim_registers<kConsumerRegs>();
-      consume(p, sm, tile, wg - 1);
+      consume(p, sm, keys, wg - 1);
     }
   }
 
-  static CFA_DEVICE void produce(const BwdParams& p, Smem& sm, const KvTile& tile) {
-    const int tid = threadIdx.x, n0 = tile.n_block * kBlockN;
-    const T* k = static_cast<const T*>(p.k) + tile.batch * p.k_batch_stride + tile.kv_head * p.k_head_stride;
-    const T* v = static_cast<const T*>(p.v) + tile.batch * p.v_batch_stride + tile.kv_head * p.v_head_stride;
-    load_tile<KVTile, kWgThreads>(sm.k, k, p.k_row_stride, n0, p.seqlen_k, p.head_dim, tid);
-    load_tile<KVTile, kWgThreads>(sm.v, v, p.v_row_stride, n0, p.seqlen_k, p.head_dim, tid);
+  static CFA_DEVICE void produce(const BwdParams& p, Smem& sm, const Keys& keys) {
+    const int tid = threadIdx.x;
+    const KvTile& tile = keys.tile;
+    const auto kv = p.kv_slabs<T>(tile.batch, tile.kv_head, keys.seq);
+    load_tile<KVTile, kWgThreads>(sm.k, kv.k, p.k_row_stride, keys.n0, keys.seq.len_k, p.head_dim, tid);
+    load_tile<KVTile, kWgThreads>(sm.v, kv.v, p.v_row_stride, keys.n0, keys.seq.len_k, p.head_dim, tid);
     arch::mbarrier_arrive_on_copies(&sm.bar.kv_full);
-    const Blocks mb = blocks(p, n0);
     const int G = p.group_size();
     int it = 0;
     for (int j = 0; j < G; ++j) {
-      const int h = tile.kv_head * G + j;
-      const T* q = static_cast<const T*>(p.q) + tile.batch * p.q_batch_stride + h * p.q_head_stride;
-      const T* dout = static_cast<const T*>(p.dout) + tile.batch * p.do_batch_stride + h * p.do_head_stride;
-      const int64_t row_base = (int64_t(tile.batch) * p.num_q_heads + h) * p.seqlen_q_rounded;
-      for (int m = mb.begin; m < mb.end; ++m, ++it) {
+      const auto qs = p.query_slabs<T>(tile.batch, tile.kv_head * G + j, keys.seq);
+      for (int m = keys.rows.first; m < keys.rows.end; ++m, ++it) {
         const int stage = it % kStages, m0 = m * kBlockM;
         if (it >= kStages) arch::mbarrier_wait(&sm.bar.empty[stage], (it / kStages - 1) & 1);
-        load_tile<QTile, kWgThreads>(sm.q[stage], q, p.q_row_stride, m0, p.seqlen_q, p.head_dim, tid);
-        load_tile<QTile, kWgThreads>(sm.dout[stage], dout, p.do_row_stride, m0, p.seqlen_q, p.head_dim, tid);
+        load_tile<QTile, kWgThreads>(sm.q[stage], qs.q, p.q_row_stride, m0, keys.seq.len_q, p.head_dim, tid);
+        load_tile<QTile, kWgThreads>(sm.dout[stage], qs.dout, p.do_row_stride, m0, keys.seq.len_q, p.head_dim, tid);
         constexpr int kRowChunks = kBlockM / 4;  // 16-byte pieces of a block's lse_log2 or D
         if (tid < kRowChunks)
-          arch::copy_16B_async(&sm.lse_log2[stage][4 * tid], p.lse_log2 + row_base + m0 + 4 * tid, true);
+          arch::copy_16B_async(&sm.lse_log2[stage][4 * tid], qs.lse_log2 + m0 + 4 * tid, true);
         else if (tid < 2 * kRowChunks)
-          arch::copy_16B_async(&sm.delta[stage][4 * (tid - kRowChunks)],
-                               static_cast<const float*>(p.softmax_d) + row_base + m0 + 4 * (tid - kRowChunks), true);
+          arch::copy_16B_async(&sm.delta[stage][4 * (tid - kRowChunks)], qs.delta + m0 + 4 * (tid - kRowChunks), true);
         arch::mbarrier_arrive_on_copies(&sm.bar.full[stage]);
       }
     }
     arch::copy_wait_all();  // no copy outlives the thread that issued it
   }
 
-  static CFA_DEVICE void consume(const BwdParams& p, Smem& sm, const KvTile& tile, int cw) {
+  static CFA_DEVICE void consume(const BwdParams& p, Smem& sm, const Keys& keys, int cw) {
     const int lane = threadIdx.x % 32;
     const int warp = threadIdx.x / 32 - kWgThreads / 32;  // 0..7 over both consumers
     const int wg_tid = threadIdx.x % kWgThreads;
-    const int n0 = tile.n_block * kBlockN;
+    const KvTile& tile = keys.tile;
+    const int n0 = keys.n0;
     const int key0 = n0 + warp * 16;  // the warp's first key
-    const float scale = float(p.softmax_scale), scale_log2 = scale * float(M_LOG2E);
+    const float scale = float(p.softmax_scale);
     // This consumer's dQ share: its rows of dS^T and K, its panel of K's columns.
     const int dq_key0 = kSplitDqCols ? 0 : 64 * cw;
     const int dq_col0 = kSplitDqCols ? 64 * cw : 0;
@@ -156,7 +172,40 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
 #pragma unroll
     for (int i = 0; i < KeyAcc::kSize; ++i) dk.x[i] = dv.x[i] = 0.f;
 
-    auto step = [&](int it, int h, int m0, auto masked) {
+    // P^T of one block, packed for dV += P^T dO; s keeps P^T times the logit's derivative (1
+    // without a softcap), which dS^T needs. Masked and plain (no softcap, no ALiBi) are compile-time
+    // variants: the common case stays one FFMA and one exp2 per score.
+    auto probabilities = [&](SAcc& s, arch::PFrag<T, 1, kBlockM>& pf, const float* lse_log2, int m0,
+                             const ScoreMod& mod, auto masked, auto plain) {
+      auto hidden = [&](int i) {
+        const int key = key0 + SAcc::row(i, lane), row = m0 + SAcc::col(i, lane);
+        return decltype(masked)::value && (kWindowed ? !keys.window.visible(row, key) : key >= keys.seq.len_k);
+      };
+      if constexpr (decltype(plain)::value) {
+#pragma unroll
+        for (int i = 0; i < SAcc::kSize; ++i) {
+          const float prob = exp2f(s.x[i] * mod.scale_log2 - lse_log2[SAcc::col(i, lane)]);
+          s.x[i] = hidden(i) ? 0.f : prob;
+        }
+        arch::pack_p(pf, s);
+      } else {
+#pragma unroll
+        for (int i = 0; i < SAcc::kSize; i += 2) {
+          float prob[2], grad[2];
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const int qi = SAcc::col(i + e, lane);
+            const float logit = mod.logit(s.x[i + e], m0 + qi, key0 + SAcc::row(i + e, lane), &grad[e]);
+            prob[e] = hidden(i + e) ? 0.f : exp2f(logit - lse_log2[qi]);
+          }
+          arch::pack_p_pair(pf, i, prob[0], prob[1]);
+          s.x[i] = prob[0] * grad[0];
+          s.x[i + 1] = prob[1] * grad[1];
+        }
+      }
+    };
+
+    auto step = [&](int it, int h, int m0, const ScoreMod& mod, auto masked, auto plain) {
       const int stage = it % kStages;
       const T* sQ = sm.q[stage];
       const T* sdO = sm.dout[stage];
@@ -172,18 +221,8 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
       arch::wgmma_commit();
       arch::wgmma_wait<1>();
       arch::pin(s.x);
-#pragma unroll
-      for (int i = 0; i < SAcc::kSize; ++i) {
-        const int qi = SAcc::col(i, lane);
-        float prob = exp2f(s.x[i] * scale_log2 - lse_log2[qi]);
-        if constexpr (decltype(masked)::value) {
-          const int key = key0 + SAcc::row(i, lane);
-          if (key >= p.seqlen_k || (kCausal && key > m0 + qi + p.causal_offset())) prob = 0.f;
-        }
-        s.x[i] = prob;  // P^T
-      }
       arch::PFrag<T, 1, kBlockM> pf, dsf;
-      arch::pack_p(pf, s);
+      probabilities(s, pf, lse_log2, m0, mod, masked, plain);
       arch::wgmma_fence();
       arch::wgmma_pv<T, kBlockM, kDim>(dv, pf, sdO);
       arch::wgmma_commit();
@@ -224,9 +263,9 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
         arch::fence_async_proxy();
         arch::named_barrier_sync(kDqBarrier + cw, kWgThreads);
         const int row = m0 + wg_tid;
-        if (wg_tid < kBlockM && row < p.seqlen_q && dq_bytes > 0) {
-          arch::bulk_reduce_add(dq_accum + ((int64_t(tile.batch) * p.seqlen_q + row) * p.num_q_heads + h) * p.head_dim + dq_col0,
-                                sdq + wg_tid * kDqStride, dq_bytes);
+        if (wg_tid < kBlockM && row < keys.seq.len_q && dq_bytes > 0) {
+          arch::bulk_reduce_add(dq_accum + p.dq_offset(tile.batch, keys.seq, row, h) + dq_col0, sdq + wg_tid * kDqStride,
+                                dq_bytes);
           arch::bulk_commit();
         }
       } else {
@@ -241,37 +280,44 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
       arch::mbarrier_arrive(&sm.bar.empty[stage]);
     };
 
-    const Blocks mb = blocks(p, n0);
-    if (mb.begin < mb.end) {
+    // One query head's blocks: masked ones around the unmasked run [plain.first, plain.end).
+    auto head = [&](int h, int& it, const ScoreMod& mod, auto plain) {
+      int m = keys.rows.first;
+      for (; m < keys.plain.first; ++m, ++it) step(it, h, m * kBlockM, mod, std::true_type{}, plain);
+      for (; m < keys.plain.end; ++m, ++it) step(it, h, m * kBlockM, mod, std::false_type{}, plain);
+      for (; m < keys.rows.end; ++m, ++it) step(it, h, m * kBlockM, mod, std::true_type{}, plain);
+    };
+    if (keys.rows.first < keys.rows.end) {
       arch::mbarrier_wait(&sm.bar.kv_full, 0);
       const int G = p.group_size();
       int it = 0;
       for (int j = 0; j < G; ++j) {
         const int h = tile.kv_head * G + j;
-        int m = mb.begin;
-        for (; m < mb.plain; ++m, ++it) step(it, h, m * kBlockM, std::true_type{});
-        for (; m < mb.end; ++m, ++it) step(it, h, m * kBlockM, std::false_type{});
+        const ScoreMod mod(p, tile.batch, h, keys.seq);
+        if (mod.plain())
+          head(h, it, mod, std::true_type{});
+        else
+          head(h, it, mod, std::false_type{});
       }
     }
     if constexpr (kAtomicDq) arch::bulk_wait_all();
 
-    T* dk_out = static_cast<T*>(p.dk) + tile.batch * p.dk_batch_stride + tile.kv_head * p.dk_head_stride;
-    T* dv_out = static_cast<T*>(p.dv) + tile.batch * p.dv_batch_stride + tile.kv_head * p.dv_head_stride;
+    const auto kv = p.kv_slabs<T>(tile.batch, tile.kv_head, keys.seq);
 #pragma unroll
     for (int i = 0; i < KeyAcc::kSize; i += 2) {
       const int key = key0 + KeyAcc::row(i, lane), col = KeyAcc::col(i, lane);
-      if (key < p.seqlen_k && col < p.head_dim) {  // head_dim is even: the pair is in or out
-        *reinterpret_cast<uint32_t*>(dk_out + key * p.dk_row_stride + col) = arch::pack2<T>(dk.x[i] * scale, dk.x[i + 1] * scale);
-        *reinterpret_cast<uint32_t*>(dv_out + key * p.dv_row_stride + col) = arch::pack2<T>(dv.x[i], dv.x[i + 1]);
+      if (key < keys.seq.len_k && col < p.head_dim) {  // head_dim is even: the pair is in or out
+        *reinterpret_cast<uint32_t*>(kv.dk + key * p.dk_row_stride + col) = arch::pack2<T>(dk.x[i] * scale, dk.x[i + 1] * scale);
+        *reinterpret_cast<uint32_t*>(kv.dv + key * p.dv_row_stride + col) = arch::pack2<T>(dv.x[i], dv.x[i + 1]);
       }
     }
   }
 };
 
-template <DType kDType, int kHeadDim, bool kCausal, bool kAtomicDq>
-CFA_GLOBAL void __launch_bounds__((BwdKvKernelSm90<kDType, kHeadDim, kCausal, kAtomicDq>::kThreads), 1)
+template <DType kDType, int kHeadDim, bool kWindowed, bool kAtomicDq>
+CFA_GLOBAL void __launch_bounds__((BwdKvKernelSm90<kDType, kHeadDim, kWindowed, kAtomicDq>::kThreads), 1)
     bwd_kv_kernel_sm90(const BwdParams p) {
-  BwdKvKernelSm90<kDType, kHeadDim, kCausal, kAtomicDq>::run(p, dynamic_smem());
+  BwdKvKernelSm90<kDType, kHeadDim, kWindowed, kAtomicDq>::run(p, dynamic_smem());
 }
 
 }  // namespace chiplet_fa::CFA_FAMILY

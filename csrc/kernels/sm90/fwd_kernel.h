@@ -19,13 +19,14 @@
 #include "kernels/fwd_params.h"
 #include "mapping/mapping.h"
 #include "kernels/online_softmax.h"
+#include "kernels/scores.h"
 #include "kernels/tile_io.h"
 
 namespace chiplet_fa::CFA_FAMILY {
 
 // 65536 / 384 = 168 registers a thread at launch; the producer gives most of its share to the
 // consumers (56 * 128 + 224 * 256 = 168 * 384).
-template <DType kDType, int kHeadDim, bool kCausal>
+template <DType kDType, int kHeadDim, bool kWindowed>
 struct FwdKernel : arch::WarpSpecialised<2, 56, 224> {
   using T = typename arch::Element<kDType>::type;
   static constexpr int kDim = arch::padded_head_dim(kHeadDim);
@@ -40,37 +41,62 @@ struct FwdKernel : arch::WarpSpecialised<2, 56, 224> {
       (QTile::kElems + 6 * KVTile::kElems) * int(sizeof(T)) + 256 <= kMaxSmemBytes ? 3 : 2;
   using SAcc = arch::Acc<1, kBlockN>;
   using OAcc = arch::Acc<1, kDim>;
-  using Softmax = OnlineSoftmax<SAcc, OAcc, kBlockN, kCausal>;
+  using Softmax = OnlineSoftmax<SAcc, OAcc, kBlockN, kWindowed>;
   struct Barriers {
     uint64_t q_full, k_full[kStages], v_full[kStages], k_empty[kStages], v_empty[kStages];
   };
+  // This workgroup's tile: its head's slabs in global memory, and the rows and key blocks it
+  // covers. Kept in shared memory and read where used: the consumers' registers are all but taken
+  // by O and the scores.
+  struct TileInfo {
+    FwdParams::HeadSlabs<T> g;
+    Tile tile;
+    Sequence seq;
+    KeyWindow window;
+    int m0;
+    BlockRange keys;  // key blocks some row sees
+    CFA_DEVICE int n_blocks() const { return keys.end - keys.first; }
+  };
   static constexpr int kTileBytes = (QTile::kElems + 2 * kStages * KVTile::kElems) * int(sizeof(T));
-  static constexpr int kSmemBytes = kTileBytes + int(sizeof(Barriers));
+  static constexpr int kSmemBytes = kTileBytes + int(sizeof(Barriers)) + int(sizeof(TileInfo));
   static_assert(kSmemBytes <= kMaxSmemBytes, "shared memory per workgroup on sm_90");
   // Named barrier ids (0 is __syncthreads): a consumer's turn, a consumer's epilogue.
   static constexpr int kTurnBarrier = 1, kEpilogueBarrier = 1 + kConsumers;
   static constexpr int kConsumerWarps = kConsumers * kWgThreads / 32;
 
+  // Where the tile, the K/V ring and the barriers are in shared memory.
   struct Slabs {
-    FwdParams::HeadSlabs<T> g;  // this tile's head in global memory
     T* sQ;
     T* sK;
     T* sV;
     Barriers* bar;
+    const TileInfo* info;
   };
 
+  static CFA_DEVICE TileInfo tile_info(const FwdParams& p, const GridShape& grid) {
+    TileInfo i;
+    i.tile = map_workgroup(p.mapping, blockIdx.x, grid);
+    i.seq = p.sequence(i.tile.batch);
+    i.window = p.key_window(i.seq);
+    i.m0 = i.tile.m_block * kBlockM;
+    i.keys = key_blocks(i.window, i.m0, min(i.m0 + kBlockM, i.seq.len_q) - 1, kBlockN);
+    i.g = p.head_slabs<T>(i.tile.batch, i.tile.q_head, i.seq);
+    return i;
+  }
+
   static CFA_DEVICE void run(const FwdParams& p, unsigned char* smem) {
-    const Tile tile = map_workgroup(p.mapping, blockIdx.x, p.grid_shape());
-    const int m0 = tile.m_block * kBlockM;
-    const int n_blocks = (p.key_end(m0 + kBlockM) + kBlockN - 1) / kBlockN;
+    const GridShape grid = p.grid_shape();
+    if (blockIdx.x >= grid_size(grid)) return;  // a ragged grid is launched with a bound
     Slabs t;
-    t.g = p.head_slabs<T>(tile.batch, tile.q_head);
     t.sQ = reinterpret_cast<T*>(smem);
     t.sK = t.sQ + QTile::kElems;
     t.sV = t.sK + kStages * KVTile::kElems;
     t.bar = reinterpret_cast<Barriers*>(smem + kTileBytes);
+    TileInfo* info = reinterpret_cast<TileInfo*>(smem + kTileBytes + sizeof(Barriers));
+    t.info = info;
 
     if (threadIdx.x == 0) {
+      *info = tile_info(p, grid);
       arch::mbarrier_init(&t.bar->q_full, kWgThreads);
       for (int s = 0; s < kStages; ++s) {
         arch::mbarrier_init(&t.bar->k_full[s], kWgThreads);
@@ -84,39 +110,45 @@ struct FwdKernel : arch::WarpSpecialised<2, 56, 224> {
     const int wg = threadIdx.x / kWgThreads;
     if (wg == 0) {
       arch::release_registers<kProducerRegs>();
-      produce(p, t, m0, n_blocks);
+      produce(p, t);
     } else {
       arch::claim_registers<kConsumerRegs>();
-      consume(p, t, m0, n_blocks, wg - 1);
+      consume(p, t, wg - 1);
     }
   }
 
-  static CFA_DEVICE void produce(const FwdParams& p, const Slabs& t, int m0, int n_blocks) {
+  // Ring position it (0, 1, ...) holds key block keys.first + it.
+  static CFA_DEVICE void produce(const FwdParams& p, const Slabs& t) {
+    const TileInfo& info = *t.info;
+    const int n_blocks = info.n_blocks();
     if (n_blocks == 0) return;  // the consumers read nothing either
     const int tid = threadIdx.x;
-    load_tile<QTile, kWgThreads>(t.sQ, t.g.q, p.q_row_stride, m0, p.seqlen_q, p.head_dim, tid);
+    load_tile<QTile, kWgThreads>(t.sQ, info.g.q, p.q_row_stride, info.m0, info.seq.len_q, p.head_dim, tid);
     arch::mbarrier_arrive_on_copies(&t.bar->q_full);
-    for (int nb = 0; nb < n_blocks; ++nb) {
-      const int stage = nb % kStages;
+    for (int it = 0; it < n_blocks; ++it) {
+      const int stage = it % kStages, n0 = (info.keys.first + it) * kBlockN;
       // Use j of a buffer waits until both consumers released use j - 1. K of a block is
       // released a step before its V (QK^T runs a step ahead of PV).
-      const uint32_t released = (nb / kStages - 1) & 1;
-      if (nb >= kStages) arch::mbarrier_wait(&t.bar->k_empty[stage], released);
-      load_tile<KVTile, kWgThreads>(t.sK + stage * KVTile::kElems, t.g.k, p.k_row_stride, nb * kBlockN, p.seqlen_k,
+      const uint32_t released = (it / kStages - 1) & 1;
+      if (it >= kStages) arch::mbarrier_wait(&t.bar->k_empty[stage], released);
+      load_tile<KVTile, kWgThreads>(t.sK + stage * KVTile::kElems, info.g.k, p.k_row_stride, n0, info.seq.len_k,
                                     p.head_dim, tid);
       arch::mbarrier_arrive_on_copies(&t.bar->k_full[stage]);
-      if (nb >= kStages) arch::mbarrier_wait(&t.bar->v_empty[stage], released);
-      load_tile<KVTile, kWgThreads>(t.sV + stage * KVTile::kElems, t.g.v, p.v_row_stride, nb * kBlockN, p.seqlen_k,
+      if (it >= kStages) arch::mbarrier_wait(&t.bar->v_empty[stage], released);
+      load_tile<KVTile, kWgThreads>(t.sV + stage * KVTile::kElems, info.g.v, p.v_row_stride, n0, info.seq.len_k,
                                     p.head_dim, tid);
       arch::mbarrier_arrive_on_copies(&t.bar->v_full[stage]);
     }
     arch::copy_wait_all();  // no copy outlives the thread that issued it
   }
 
-  static CFA_DEVICE void consume(const FwdParams& p, const Slabs& t, int m0, int n_blocks, int cw) {
+  static CFA_DEVICE void consume(const FwdParams& p, const Slabs& t, int cw) {
+    const TileInfo& info = *t.info;
     const int lane = threadIdx.x % 32;
     const int warp = threadIdx.x / 32 - kWgThreads / 32;  // 0..7 over both consumers
-    const int warp_row0 = m0 + warp * 16;
+    const int warp_row0 = info.m0 + warp * 16;
+    const int n_blocks = info.n_blocks();
+    const ScoreMod mod(p, info.tile.batch, info.tile.q_head, info.seq);
     const int turn = kTurnBarrier + cw, other_turn = kTurnBarrier + (1 - cw);
     constexpr int kTurnThreads = kConsumers * kWgThreads;
 
@@ -125,16 +157,17 @@ struct FwdKernel : arch::WarpSpecialised<2, 56, 224> {
     for (int i = 0; i < OAcc::kSize; ++i) o.x[i] = 0.f;
     SAcc s;
     arch::PFrag<T, 1, kBlockN> pf;
-    Softmax softmax(p.softmax_scale);
+    Softmax softmax;
 
-    // Step nb issues PV of block nb - 1 and QK^T of block nb. The first and last steps, and
-    // the blocks that need masking, are separate instantiations: ptxas serialises a wgmma
-    // under a runtime branch, and if-converts a masking branch into selects on every block.
-    auto step = [&](int nb, auto has_qk, auto has_pv, auto masked) {
+    // Step it issues PV of ring position it - 1 and QK^T of position it (key block
+    // keys.first + it). The first and last steps, and the blocks that need masking, are separate
+    // instantiations: ptxas serialises a wgmma under a runtime branch, and if-converts a masking
+    // branch into selects on every block.
+    auto step = [&](int it, auto has_qk, auto has_pv, auto masked) {
       constexpr bool kQK = decltype(has_qk)::value, kPV = decltype(has_pv)::value;
-      const int stage = nb % kStages, prev = (nb + kStages - 1) % kStages;
-      if constexpr (kQK) arch::mbarrier_wait(&t.bar->k_full[stage], (nb / kStages) & 1);
-      if constexpr (kPV) arch::mbarrier_wait(&t.bar->v_full[prev], ((nb - 1) / kStages) & 1);
+      const int stage = it % kStages, prev = (it + kStages - 1) % kStages;
+      if constexpr (kQK) arch::mbarrier_wait(&t.bar->k_full[stage], (it / kStages) & 1);
+      if constexpr (kPV) arch::mbarrier_wait(&t.bar->v_full[prev], ((it - 1) / kStages) & 1);
       arch::fence_async_proxy();  // the copies were cp.async (generic proxy) writes
       arch::named_barrier_sync(turn, kTurnThreads);
       arch::wgmma_fence();
@@ -150,8 +183,9 @@ struct FwdKernel : arch::WarpSpecialised<2, 56, 224> {
       if constexpr (kQK) if (lane == 0) arch::mbarrier_arrive(&t.bar->k_empty[stage]);
       if constexpr (kPV) if (lane == 0) arch::mbarrier_arrive(&t.bar->v_empty[prev]);
       if constexpr (kQK) {
-        softmax.scale(s);
-        if constexpr (decltype(masked)::value) softmax.mask(s, p, nb * kBlockN, warp_row0, lane);
+        const int n0 = (info.keys.first + it) * kBlockN;
+        mod.to_logits(s, warp_row0, n0, lane);
+        if constexpr (decltype(masked)::value) softmax.mask(s, info.window, n0, warp_row0, lane);
         softmax.update(s, o);
         arch::pack_p(pf, s);
       }
@@ -159,37 +193,47 @@ struct FwdKernel : arch::WarpSpecialised<2, 56, 224> {
     if (n_blocks > 0) {
       arch::mbarrier_wait(&t.bar->q_full, 0);
       if (cw == 1) arch::named_barrier_arrive(other_turn, kTurnThreads);  // consumer 0 starts
-      // Blocks below n_plain need no mask for any row of this workgroup.
-      int n_plain = p.seqlen_k / kBlockN;
-      if (kCausal) n_plain = min(n_plain, max(0, (m0 + p.causal_offset() + 1) / kBlockN));
+      // Ring positions [plain_lo, plain_hi) hold blocks that no row of this workgroup masks.
+      const BlockRange plain = unmasked_blocks(info);
+      const int plain_lo = min(n_blocks, max(0, plain.first - info.keys.first));
+      const int plain_hi = max(plain_lo, min(n_blocks, plain.end - info.keys.first));
       using yes = std::true_type;
       using no = std::false_type;
-      if (n_plain > 0)
+      if (plain_lo == 0 && plain_hi > 0)
         step(0, yes{}, no{}, no{});
       else
         step(0, yes{}, no{}, yes{});
-      int nb = 1;
-      for (; nb < min(n_plain, n_blocks); ++nb) step(nb, yes{}, yes{}, no{});
-      for (; nb < n_blocks; ++nb) step(nb, yes{}, yes{}, yes{});
+      int it = 1;
+      for (; it < plain_lo; ++it) step(it, yes{}, yes{}, yes{});
+      for (; it < plain_hi; ++it) step(it, yes{}, yes{}, no{});
+      for (; it < n_blocks; ++it) step(it, yes{}, yes{}, yes{});
       step(n_blocks, no{}, yes{}, no{});
     }
 
     float inv_sum[Softmax::kSlots];
-    softmax.finish(inv_sum, t.g.lse, p.seqlen_q, warp_row0, lane);
+    softmax.finish(inv_sum, info.g.lse, info.seq.len_q, warp_row0, lane);
     // Stage O in this consumer's own rows of the Q tile: its QK^T products are complete and
     // the other consumer reads only its own rows.
     stage_output<QTile>(t.sQ, o, inv_sum, warp * 16, lane);
     arch::named_barrier_sync(kEpilogueBarrier + cw, kWgThreads);
-    store_tile<QTile, kWgThreads>(t.g.out, p.o_row_stride, t.sQ, m0, cw * 64, cw * 64 + 64, p.seqlen_q, p.head_dim,
-                                  threadIdx.x % kWgThreads);
+    store_tile<QTile, kWgThreads>(info.g.out, p.o_row_stride, t.sQ, info.m0, cw * 64, cw * 64 + 64, info.seq.len_q,
+                                  p.head_dim, threadIdx.x % kWgThreads);
+  }
+
+  // Key blocks every row of the tile sees whole (no mask needed): after the last row's window
+  // begins, before the first row's ends, inside the sequence.
+  static CFA_DEVICE BlockRange unmasked_blocks(const TileInfo& info) {
+    if constexpr (!kWindowed) return BlockRange{0, info.seq.len_k / kBlockN};
+    const int last_row = min(info.m0 + kBlockM, info.seq.len_q) - 1;
+    return BlockRange{(info.window.begin(last_row) + kBlockN - 1) / kBlockN, info.window.end(info.m0) / kBlockN};
   }
 };
 
 // The bound is parenthesised: the template argument list's commas would otherwise split the
 // macro argument. One workgroup per SM: the consumers take all the registers.
-template <DType kDType, int kHeadDim, bool kCausal>
-CFA_GLOBAL void __launch_bounds__((FwdKernel<kDType, kHeadDim, kCausal>::kThreads), 1) fwd_kernel(const FwdParams p) {
-  FwdKernel<kDType, kHeadDim, kCausal>::run(p, dynamic_smem());
+template <DType kDType, int kHeadDim, bool kWindowed>
+CFA_GLOBAL void __launch_bounds__((FwdKernel<kDType, kHeadDim, kWindowed>::kThreads), 1) fwd_kernel(const FwdParams p) {
+  FwdKernel<kDType, kHeadDim, kWindowed>::run(p, dynamic_smem());
 }
 
 }  // namespace chiplet_fa::CFA_FAMILY

@@ -1,5 +1,5 @@
 // From params to the generated kernel instantiations: the one place that knows which
-// (family, dtype, head dim, causal) units this build compiled.
+// (family, dtype, head dim, windowed) units this build compiled.
 #pragma once
 #include <type_traits>
 
@@ -8,14 +8,14 @@
 namespace chiplet_fa {
 
 // Runs the smallest built instantiation of `family` whose head dim covers p.head_dim (forward
-// for FwdParams, backward for BwdParams); false when this build has none. CMake defines
-// CHIPLET_FA_HAS_<family>_<kind>_<dtype>_<hdim> for each unit it compiles, which switches its case
-// of the generated tables on; cases run in increasing head dim.
+// for FwdParams, backward for BwdParams; the windowed one when p.windowed); false when this
+// build has none. CMake defines CHIPLET_FA_HAS_<family>_<kind>_<dtype>_<hdim> for each unit it
+// compiles, which switches its case of the generated tables on; cases run in increasing head dim.
 template <typename Params>
-bool launch_kernels(KernelFamily family, DType dtype, bool causal, const Params& p, cfaStream_t stream) {
+bool launch_kernels(KernelFamily family, DType dtype, const Params& p, cfaStream_t stream) {
 #define CFA_CASE(KIND, NS, FAMILY, DT, HD)                                        \
   if (family == KernelFamily::FAMILY && dtype == DType::DT && p.head_dim <= HD) { \
-    if (causal) NS::run_##KIND<DType::DT, HD, true>(p, stream);                   \
+    if (p.windowed) NS::run_##KIND<DType::DT, HD, true>(p, stream);               \
     else NS::run_##KIND<DType::DT, HD, false>(p, stream);                         \
     return true;                                                                  \
   }

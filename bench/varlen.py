@@ -1,0 +1,107 @@
+"""Packed (variable-length) batches against the fixed-length kernel, one process: forward and
+backward TFLOP/s of chiplet_fa.fwd_varlen/bwd_varlen on a mix of lengths next to the dense
+fwd/bwd on the same number of tokens, and SDPA's flash backend run sequence by sequence as
+the peer a user without a varlen kernel has.
+
+  python bench/varlen.py --out bench/results
+FLOPs of a packed batch are counted per sequence (4 * len_q * len_k * H * D forward, causal
+halved, backward 2.5x), so a mix and a fixed length are compared at the work they really do.
+Writes varlen_<gpu>.md and .json.
+"""
+import argparse
+import itertools
+import sys
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from timing import attention_flops, fmt, save_results, time_ms  # noqa: E402
+
+import chiplet_fa  # noqa: E402,F401
+
+# (name, lengths): equal lengths (the packed path's overhead alone) and realistic mixes of the
+# same total tokens (prefill batches and packed training documents).
+TOKENS = 32768
+MIXES = [
+    ("4 x 8K (equal)", [8192] * 4),
+    ("mix 8-16K", [16384, 7168, 4096, 2048, 1536, 1024, 256, 128, 64, 32, 16, 8, 8]),
+    ("mix 1-2K", [2047] + [2048] * 7 + [1024] * 8 + [512] * 8 + [384] * 8 + [257] + [256] * 2 + [255] + [1]),
+]
+HEADS = [(32, 8, 128), (16, 16, 64)]  # (H_q, H_kv, D)
+
+
+def packed_flops(lens, hq, d, causal):
+    return sum(attention_flops(1, hq, n, n, d, causal) for n in lens)
+
+
+def run(name, lens, hq, hkv, d, causal):
+    total, batch = sum(lens), len(lens)
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    q, dout = (torch.randn(total, hq, d, device="cuda", dtype=torch.bfloat16, generator=gen) for _ in range(2))
+    k, v = (torch.randn(total, hkv, d, device="cuda", dtype=torch.bfloat16, generator=gen) for _ in range(2))
+    cu = torch.tensor([0] + list(itertools.accumulate(lens)), dtype=torch.int32, device="cuda")
+    n = max(lens)
+    ops = torch.ops.chiplet_fa
+    flops = packed_flops(lens, hq, d, causal)
+    row = {"mix": name, "sequences": batch, "tokens": total, "H_q": hq, "H_kv": hkv, "D": d, "causal": causal}
+    out, lse = ops.fwd_varlen(q, k, v, cu, cu, n, n, causal=causal)
+    row["varlen_fwd"] = flops / time_ms(lambda: ops.fwd_varlen(q, k, v, cu, cu, n, n, causal=causal)) / 1e9
+    row["varlen_bwd"] = 2.5 * flops / time_ms(
+        lambda: ops.bwd_varlen(dout, q, k, v, out, lse, cu, cu, n, n, causal=causal)) / 1e9
+    # The fixed-length kernel on the same tokens: batch of equal sequences of the mean length.
+    mean = total // batch
+    qd, kd, vd, dod = (t[: batch * mean].view(batch, mean, t.shape[1], d) for t in (q, k, v, dout))
+    dense_flops = attention_flops(batch, hq, mean, mean, d, causal)
+    out_d, lse_d = ops.fwd(qd, kd, vd, causal=causal)
+    row["dense_fwd"] = dense_flops / time_ms(lambda: ops.fwd(qd, kd, vd, causal=causal)) / 1e9
+    row["dense_bwd"] = 2.5 * dense_flops / time_ms(lambda: ops.bwd(dod, qd, kd, vd, out_d, lse_d, causal=causal)) / 1e9
+    # SDPA flash, one call per sequence (what a padded-free user without varlen must do).
+    bounds = list(zip(cu[:-1].tolist(), cu[1:].tolist()))
+    rep = hq // hkv
+
+    def per_sequence():
+        for a, b in bounds:
+            F.scaled_dot_product_attention(q[a:b].transpose(0, 1)[None], k[a:b].repeat_interleave(rep, 1).transpose(0, 1)[None],
+                                           v[a:b].repeat_interleave(rep, 1).transpose(0, 1)[None], is_causal=causal)
+    with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+        row["sdpa_flash_per_seq_fwd"] = flops / time_ms(per_sequence) / 1e9
+    return row
+
+
+def markdown(rows, gpu, command):
+    lines = [f"# chiplet_fa packed (varlen) batches, {gpu}, bf16, auto mapping (TFLOP/s, median)", "",
+             f"Command: `{command}`", "",
+             f"Every row has {TOKENS} tokens. dense = the fixed-length kernel on the same tokens as equal "
+             "sequences of the mean length; FLOPs per sequence (causal halved, backward 2.5x forward).", "",
+             "| mix | seqs | H_q | H_kv | D | causal | varlen fwd | dense fwd | varlen / dense fwd | varlen bwd | "
+             "dense bwd | varlen / dense bwd | SDPA flash per sequence fwd |",
+             "|" + "---|" * 13]
+    for r in rows:
+        lines.append(f"| {r['mix']} | {r['sequences']} | {r['H_q']} | {r['H_kv']} | {r['D']} | "
+                     f"{'yes' if r['causal'] else 'no'} | {fmt(r['varlen_fwd'])} | {fmt(r['dense_fwd'])} | "
+                     f"{r['varlen_fwd'] / r['dense_fwd']:.2f} | {fmt(r['varlen_bwd'])} | {fmt(r['dense_bwd'])} | "
+                     f"{r['varlen_bwd'] / r['dense_bwd']:.2f} | {fmt(r['sdpa_flash_per_seq_fwd'])} |")
+    return "\n".join(lines) + "\n"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", type=Path, required=True)
+    args = ap.parse_args()
+    if not torch.cuda.is_available():
+        sys.exit("bench/varlen.py needs a GPU")
+    rows = []
+    for (name, lens), (hq, hkv, d), causal in itertools.product(MIXES, HEADS, (True, False)):
+        assert sum(lens) == TOKENS, name
+        rows.append(run(name, lens, hq, hkv, d, causal))
+        print({k: fmt(v) if isinstance(v, float) else v for k, v in rows[-1].items()}, flush=True)
+        torch.cuda.empty_cache()
+    md, _ = save_results(args.out, "varlen", rows, markdown)
+    print(md)
+
+
+if __name__ == "__main__":
+    main()

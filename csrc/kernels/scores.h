@@ -1,0 +1,65 @@
+// How a kernel turns raw scores s = q.k of one (sequence, query head) into the base-2 logits its
+// softmax exponentiates (kernels/fwd_params.h defines the scores):
+//   plain:   logit = s * scale * log2(e)
+//   softcap: logit = tanh(s * scale / c) * c * log2(e)
+//   ALiBi:   logit -= slope * log2(e) * |i + offset - j|   (query row i, key j of the sequence)
+// The backward also needs d logit / d(s * scale) / log2(e): 1 - tanh^2 with a softcap, else 1.
+#pragma once
+#include <cmath>
+
+#include "arch/arch.h"
+#include "kernels/fwd_params.h"
+
+namespace chiplet_fa::CFA_FAMILY {
+
+struct ScoreMod {
+  float scale_log2;  // no softcap
+  float cap_in, cap_out;
+  float slope_log2;  // 0: no ALiBi
+  int32_t offset;
+  bool softcap;
+
+  CFA_DEVICE ScoreMod(const FwdParams& p, int32_t b, int32_t q_head, const Sequence& s)
+      : scale_log2(float(p.softmax_scale) * float(M_LOG2E)),
+        cap_in(p.softcap > 0.f ? float(p.softmax_scale) / p.softcap : 0.f),
+        cap_out(p.softcap * float(M_LOG2E)),
+        slope_log2(p.alibi_slope(b, q_head) * float(M_LOG2E)),
+        offset(s.len_k - s.len_q),
+        softcap(p.softcap > 0.f) {}
+
+  // Neither softcap nor ALiBi: the logit is one multiply, which hot loops keep apart.
+  CFA_DEVICE bool plain() const { return !softcap && slope_log2 == 0.f; }
+
+  CFA_DEVICE float bias(int row, int col) const { return slope_log2 * fabsf(float(row + offset - col)); }
+
+  // The logit of score s at (query row, key col), and the backward's factor in *grad.
+  CFA_DEVICE float logit(float s, int row, int col, float* grad) const {
+    float x = s * scale_log2, g = 1.f;
+    if (softcap) {
+      const float t = arch::fast_tanh(s * cap_in);
+      x = t * cap_out;
+      g = 1.f - t * t;
+    }
+    *grad = g;
+    return slope_log2 == 0.f ? x : x - bias(row, col);
+  }
+
+  // An accumulator of scores (query rows from row0, keys from col0 in the arch's row/col layout)
+  // to logits in place.
+  template <typename Acc>
+  CFA_DEVICE void to_logits(Acc& s, int row0, int col0, int lane) const {
+    if (softcap) {
+#pragma unroll
+      for (int i = 0; i < Acc::kSize; ++i) s.x[i] = arch::fast_tanh(s.x[i] * cap_in) * cap_out;
+    } else {
+#pragma unroll
+      for (int i = 0; i < Acc::kSize; ++i) s.x[i] *= scale_log2;
+    }
+    if (slope_log2 != 0.f) {
+#pragma unroll
+      for (int i = 0; i < Acc::kSize; ++i) s.x[i] -= bias(row0 + Acc::row(i, lane), col0 + Acc::col(i, lane));
+    }
+  }
+};
+
+}  // namespace chiplet_fa::CFA_FAMILY
