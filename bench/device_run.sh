@@ -13,7 +13,7 @@
 #   bwd       bench/bwd.py
 #   profile   Nsight Compute stall breakdown of one forward launch + its SASS (kernel tuning)
 # Reduced builds: CHIPLET_FA_DTYPES=bf16 CHIPLET_FA_HDIMS=128 bash bench/device_run.sh smoke
-# Results go to $OUT (the device tool brings them back).
+# Results go to $OUT/results.tgz (the device tool brings back few files).
 set -uo pipefail
 OUT=${OUT:-/tmp/chiplet_fa_out}
 mkdir -p "$OUT"
@@ -73,4 +73,6 @@ torch.cuda.synchronize()" > "$OUT/profile.txt" 2>&1 || status=1
     *) echo "unknown stage $s"; status=1 ;;
   esac
 done
+# The device tool returns at most 8 files: everything travels in one archive.
+(cd "$OUT" && tar czf ../chiplet_fa_out.tgz . && rm -rf ./* && mv ../chiplet_fa_out.tgz results.tgz)
 exit $status

@@ -98,7 +98,8 @@ struct ProbGrad {
 CFA_DEVICE ProbGrad prob_grad(const ScoreMod& mod, float s, float dp, int row, int col, bool masked, float lse_log2,
                               float delta) {
   float grad;
-  const float prob = masked ? 0.f : exp2f(mod.logit(s, row, col, &grad) - lse_log2);
+  const float logit = mod.logit(s, row, col, &grad);  // grad is set for masked scores too: 0 * grad
+  const float prob = masked ? 0.f : exp2f(logit - lse_log2);
   return {prob, prob * (dp - delta) * grad};
 }
 

@@ -15,6 +15,7 @@ namespace chiplet_fa {
 FwdResult fwd_gpu(const FwdArgs& args, const std::optional<at::Tensor>& out);
 
 BwdResult bwd_gpu(const BwdArgs& a) {
+  check_qkv(a.op(), a.q, a.k, a.v, a.varlen);  // a mix with CPU tensors lands here: name it first
   const c10::DeviceGuard guard(a.q.device());
   const KernelFamily family = kernel_family(a.q.device());
   const KernelGeometry g = geometry(family);

@@ -13,6 +13,7 @@
 namespace chiplet_fa {
 
 FwdResult fwd_gpu(const FwdArgs& a, const std::optional<at::Tensor>& given_out) {
+  check_qkv(a.op(), a.q, a.k, a.v, a.varlen);  // a mix with CPU tensors lands here: name it first
   const c10::DeviceGuard guard(a.q.device());
   const KernelFamily family = kernel_family(a.q.device());
   const int block_m = geometry(family).fwd_block_m;
