@@ -48,7 +48,7 @@ for s in "$@"; do
     mma_sync) CHIPLET_FA_KERNEL=mma_sync timeout ${SMOKE_TIMEOUT:-300} python3 bench/gpu_smoke.py \
                 > "$OUT/smoke_mma_sync.log" 2>&1 || status=1
               tail -1 "$OUT/smoke_mma_sync.log" ;;
-    tests) HYPOTHESIS_PROFILE=${HYPOTHESIS_PROFILE:-device} timeout ${TEST_TIMEOUT:-300} python3 -P -m pytest tests -q -m gpu --maxfail=10 2>&1 | tee "$OUT/tests.log" | tail -15 || status=1 ;;
+    tests) HYPOTHESIS_PROFILE=${HYPOTHESIS_PROFILE:-device} timeout ${TEST_TIMEOUT:-300} python3 -P -m pytest ${TESTS:-tests} -q -m gpu --maxfail=10 2>&1 | tee "$OUT/tests.log" | tail -15 || status=1 ;;
     sanitize)
       for tool in ${SANITIZE_TOOLS:-memcheck racecheck synccheck}; do
         compute-sanitizer --tool $tool --error-exitcode 9 python3 bench/sanitize_cases.py \

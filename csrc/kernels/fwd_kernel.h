@@ -30,7 +30,8 @@ struct FwdConfig {
   static_assert(kDim % 16 == 0 && kDim <= 256, "head dim must be a multiple of 16, at most 256");
 };
 
-template <DType kDType, int kHeadDim, bool kWindowed>
+// kPlain: scores without softcap or ALiBi (the caller knows); otherwise they are applied per block.
+template <DType kDType, int kHeadDim, bool kWindowed, bool kPlain>
 struct FwdKernel : FwdConfig<kDType, kHeadDim, kWindowed> {
   using Cfg = FwdConfig<kDType, kHeadDim, kWindowed>;
   using T = typename Cfg::T;
@@ -75,7 +76,7 @@ struct FwdKernel : FwdConfig<kDType, kHeadDim, kWindowed> {
 
       SAcc s;
       arch::gemm_qk<T, Cfg::kMTiles, kBlockN, kDim, kBlockM>(s, sQ, sK, warp, lane);
-      softmax.logits(s, mod, window, n0, warp_row0, lane);
+      softmax.template logits<kPlain>(s, mod, window, n0, warp_row0, lane);
 
       arch::copy_wait<0>();  // V block nb
       arch::block_sync();    // ...visible to all; every warp is done reading K
@@ -106,10 +107,10 @@ struct FwdKernel : FwdConfig<kDType, kHeadDim, kWindowed> {
 
 // The bound is parenthesised: HIP's __launch_bounds__ is a variadic macro, and the template
 // argument list's commas would otherwise split it into several arguments.
-template <DType kDType, int kHeadDim, bool kWindowed>
+template <DType kDType, int kHeadDim, bool kWindowed, bool kPlain>
 CFA_GLOBAL void __launch_bounds__((FwdConfig<kDType, kHeadDim, kWindowed>::kThreads))
     fwd_kernel(const FwdParams p) {
-  using K = FwdKernel<kDType, kHeadDim, kWindowed>;
+  using K = FwdKernel<kDType, kHeadDim, kWindowed, kPlain>;
   K::run(p, reinterpret_cast<typename K::T*>(dynamic_smem()));
 }
 

@@ -48,23 +48,36 @@ void allow_smem(Kernel kernel) {
 #endif
 }
 
-template <DType kDType, int kHeadDim, bool kWindowed>
-void run_fwd(const FwdParams& p, cfaStream_t stream) {
-  using Cfg = FwdKernel<kDType, kHeadDim, kWindowed>;
+// The sm90 kernels come in a plain variant (no softcap, no ALiBi: the registers and instruction
+// footprint of a loop without them); the other families apply both at run time.
+constexpr bool kPlainVariants = kFamily == KernelFamily::kSm90;
+inline bool plain_scores(const FwdParams& p) { return p.softcap == 0.f && !p.alibi_slopes; }
+
+template <DType kDType, int kHeadDim, bool kWindowed, bool kPlain>
+void launch_fwd(const FwdParams& p, cfaStream_t stream) {
+  using Cfg = FwdKernel<kDType, kHeadDim, kWindowed, kPlain>;
   static_assert(Cfg::kBlockM == kGeometry.fwd_block_m, "the binding sizes the grid with the family's geometry");
-  auto kernel = fwd_kernel<kDType, kHeadDim, kWindowed>;
+  auto kernel = fwd_kernel<kDType, kHeadDim, kWindowed, kPlain>;
   allow_smem<Cfg::kSmemBytes>(kernel);
   fill_grid(p.cu_seqlens_q, p.batch, p.total_q, p.seqlen_q, Cfg::kBlockM, p.block_offsets, false, stream);
   const int64_t grid = p.launch_size(p.grid_shape(), p.total_q, Cfg::kBlockM);
   CFA_LAUNCH(kernel, dim3(unsigned(grid)), dim3(Cfg::kThreads), Cfg::kSmemBytes, stream, p);
 }
 
+template <DType kDType, int kHeadDim, bool kWindowed>
+void run_fwd(const FwdParams& p, cfaStream_t stream) {
+  if constexpr (kPlainVariants) {
+    if (plain_scores(p)) return launch_fwd<kDType, kHeadDim, kWindowed, true>(p, stream);
+  }
+  launch_fwd<kDType, kHeadDim, kWindowed, false>(p, stream);
+}
+
 // The backward's main (KV-block) pass: warp-specialised in the sm90 family, generic elsewhere.
-template <DType kDType, int kHeadDim, bool kWindowed, bool kAtomicDq>
-void run_bwd_kv(const BwdParams& p, cfaStream_t stream) {
+template <DType kDType, int kHeadDim, bool kWindowed, bool kAtomicDq, bool kPlain>
+void launch_bwd_kv(const BwdParams& p, cfaStream_t stream) {
 #if defined(CFA_FAMILY_SM90)
-  using Kv = BwdKvKernelSm90<kDType, kHeadDim, kWindowed, kAtomicDq>;
-  auto kv = bwd_kv_kernel_sm90<kDType, kHeadDim, kWindowed, kAtomicDq>;
+  using Kv = BwdKvKernelSm90<kDType, kHeadDim, kWindowed, kAtomicDq, kPlain>;
+  auto kv = bwd_kv_kernel_sm90<kDType, kHeadDim, kWindowed, kAtomicDq, kPlain>;
 #else
   using Kv = BwdConfig<kDType, kHeadDim>;
   auto kv = bwd_kv_kernel<kDType, kHeadDim, kWindowed, kAtomicDq>;
@@ -73,6 +86,14 @@ void run_bwd_kv(const BwdParams& p, cfaStream_t stream) {
   allow_smem<Kv::kSmemBytes>(kv);
   const int64_t grid = p.launch_size(p.kv_grid_shape(), p.total_k, Kv::kBlockN);
   CFA_LAUNCH(kv, dim3(unsigned(grid)), dim3(Kv::kThreads), Kv::kSmemBytes, stream, p);
+}
+
+template <DType kDType, int kHeadDim, bool kWindowed, bool kAtomicDq>
+void run_bwd_kv(const BwdParams& p, cfaStream_t stream) {
+  if constexpr (kPlainVariants) {
+    if (plain_scores(p)) return launch_bwd_kv<kDType, kHeadDim, kWindowed, kAtomicDq, true>(p, stream);
+  }
+  launch_bwd_kv<kDType, kHeadDim, kWindowed, kAtomicDq, false>(p, stream);
 }
 
 template <DType kDType, int kHeadDim, bool kWindowed>

@@ -45,9 +45,10 @@ struct OnlineSoftmax {
       if (!visible) s.x[i] = -INFINITY;
     }
   }
-  // Scores of key block n0 to masked logits.
+  // Scores of key block n0 to masked logits (kPlain: no softcap, no ALiBi).
+  template <bool kPlain>
   static CFA_DEVICE void logits(SAcc& s, const ScoreMod& mod, const KeyWindow& w, int n0, int warp_row0, int lane) {
-    mod.to_logits(s, warp_row0, n0, lane);
+    mod.template to_logits<kPlain>(s, warp_row0, n0, lane);
     if (needs_mask(w, n0, warp_row0)) mask(s, w, n0, warp_row0, lane);
   }
 

@@ -45,17 +45,17 @@ struct ScoreMod {
   }
 
   // An accumulator of scores (query rows from row0, keys from col0 in the arch's row/col layout)
-  // to logits in place.
-  template <typename Acc>
+  // to logits in place; kPlain: the caller knows plain() holds.
+  template <bool kPlain = false, typename Acc>
   CFA_DEVICE void to_logits(Acc& s, int row0, int col0, int lane) const {
-    if (softcap) {
-#pragma unroll
-      for (int i = 0; i < Acc::kSize; ++i) s.x[i] = arch::fast_tanh(s.x[i] * cap_in) * cap_out;
-    } else {
+    if (kPlain || !softcap) {
 #pragma unroll
       for (int i = 0; i < Acc::kSize; ++i) s.x[i] *= scale_log2;
+    } else {
+#pragma unroll
+      for (int i = 0; i < Acc::kSize; ++i) s.x[i] = arch::fast_tanh(s.x[i] * cap_in) * cap_out;
     }
-    if (slope_log2 != 0.f) {
+    if (!kPlain && slope_log2 != 0.f) {
 #pragma unroll
       for (int i = 0; i < Acc::kSize; ++i) s.x[i] -= bias(row0 + Acc::row(i, lane), col0 + Acc::col(i, lane));
     }

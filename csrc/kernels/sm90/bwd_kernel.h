@@ -30,7 +30,8 @@ namespace chiplet_fa::CFA_FAMILY {
 
 // Consumers hold dK, dV (128 registers at D = 128), S^T and dP^T (64), P^T and dS^T packed (32):
 // 224 spills in the causal kernels, and 40 + 2 * 232 takes the whole pool of 168 * 3.
-template <DType kDType, int kHeadDim, bool kWindowed, bool kAtomicDq>
+// kPlain: scores without softcap or ALiBi, a kernel of its own (see kernels/sm90/fwd_kernel.h).
+template <DType kDType, int kHeadDim, bool kWindowed, bool kAtomicDq, bool kPlain>
 struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
   using T = typename arch::Element<kDType>::type;
   static constexpr int kDim = arch::padded_head_dim(kHeadDim);
@@ -173,15 +174,15 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
     for (int i = 0; i < KeyAcc::kSize; ++i) dk.x[i] = dv.x[i] = 0.f;
 
     // P^T of one block, packed for dV += P^T dO; s keeps P^T times the logit's derivative (1
-    // without a softcap), which dS^T needs. Masked and plain (no softcap, no ALiBi) are compile-time
-    // variants: the common case stays one FFMA and one exp2 per score.
+    // without a softcap), which dS^T needs. Masked is a compile-time variant, like kPlain: the
+    // common case stays one FFMA and one exp2 per score.
     auto probabilities = [&](SAcc& s, arch::PFrag<T, 1, kBlockM>& pf, const float* lse_log2, int m0,
-                             const ScoreMod& mod, auto masked, auto plain) {
+                             const ScoreMod& mod, auto masked) {
       auto hidden = [&](int i) {
         const int key = key0 + SAcc::row(i, lane), row = m0 + SAcc::col(i, lane);
         return decltype(masked)::value && (kWindowed ? !keys.window.visible(row, key) : key >= keys.seq.len_k);
       };
-      if constexpr (decltype(plain)::value) {
+      if constexpr (kPlain) {
 #pragma unroll
         for (int i = 0; i < SAcc::kSize; ++i) {
           const float prob = exp2f(s.x[i] * mod.scale_log2 - lse_log2[SAcc::col(i, lane)]);
@@ -205,7 +206,7 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
       }
     };
 
-    auto step = [&](int it, int h, int m0, const ScoreMod& mod, auto masked, auto plain) {
+    auto step = [&](int it, int h, int m0, const ScoreMod& mod, auto masked) {
       const int stage = it % kStages;
       const T* sQ = sm.q[stage];
       const T* sdO = sm.dout[stage];
@@ -222,7 +223,7 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
       arch::wgmma_wait<1>();
       arch::pin(s.x);
       arch::PFrag<T, 1, kBlockM> pf, dsf;
-      probabilities(s, pf, lse_log2, m0, mod, masked, plain);
+      probabilities(s, pf, lse_log2, m0, mod, masked);
       arch::wgmma_fence();
       arch::wgmma_pv<T, kBlockM, kDim>(dv, pf, sdO);
       arch::wgmma_commit();
@@ -281,11 +282,11 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
     };
 
     // One query head's blocks: masked ones around the unmasked run [plain.first, plain.end).
-    auto head = [&](int h, int& it, const ScoreMod& mod, auto plain) {
+    auto head = [&](int h, int& it, const ScoreMod& mod) {
       int m = keys.rows.first;
-      for (; m < keys.plain.first; ++m, ++it) step(it, h, m * kBlockM, mod, std::true_type{}, plain);
-      for (; m < keys.plain.end; ++m, ++it) step(it, h, m * kBlockM, mod, std::false_type{}, plain);
-      for (; m < keys.rows.end; ++m, ++it) step(it, h, m * kBlockM, mod, std::true_type{}, plain);
+      for (; m < keys.plain.first; ++m, ++it) step(it, h, m * kBlockM, mod, std::true_type{});
+      for (; m < keys.plain.end; ++m, ++it) step(it, h, m * kBlockM, mod, std::false_type{});
+      for (; m < keys.rows.end; ++m, ++it) step(it, h, m * kBlockM, mod, std::true_type{});
     };
     if (keys.rows.first < keys.rows.end) {
       arch::mbarrier_wait(&sm.bar.kv_full, 0);
@@ -293,11 +294,7 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
       int it = 0;
       for (int j = 0; j < G; ++j) {
         const int h = tile.kv_head * G + j;
-        const ScoreMod mod(p, tile.batch, h, keys.seq);
-        if (mod.plain())
-          head(h, it, mod, std::true_type{});
-        else
-          head(h, it, mod, std::false_type{});
+        head(h, it, ScoreMod(p, tile.batch, h, keys.seq));
       }
     }
     if constexpr (kAtomicDq) arch::bulk_wait_all();
@@ -314,10 +311,10 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
   }
 };
 
-template <DType kDType, int kHeadDim, bool kWindowed, bool kAtomicDq>
-CFA_GLOBAL void __launch_bounds__((BwdKvKernelSm90<kDType, kHeadDim, kWindowed, kAtomicDq>::kThreads), 1)
+template <DType kDType, int kHeadDim, bool kWindowed, bool kAtomicDq, bool kPlain>
+CFA_GLOBAL void __launch_bounds__((BwdKvKernelSm90<kDType, kHeadDim, kWindowed, kAtomicDq, kPlain>::kThreads), 1)
     bwd_kv_kernel_sm90(const BwdParams p) {
-  BwdKvKernelSm90<kDType, kHeadDim, kWindowed, kAtomicDq>::run(p, dynamic_smem());
+  BwdKvKernelSm90<kDType, kHeadDim, kWindowed, kAtomicDq, kPlain>::run(p, dynamic_smem());
 }
 
 }  // namespace chiplet_fa::CFA_FAMILY

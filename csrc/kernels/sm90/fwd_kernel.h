@@ -26,7 +26,9 @@ namespace chiplet_fa::CFA_FAMILY {
 
 // 65536 / 384 = 168 registers a thread at launch; the producer gives most of its share to the
 // consumers (56 * 128 + 224 * 256 = 168 * 384).
-template <DType kDType, int kHeadDim, bool kWindowed>
+// kPlain: scores without softcap or ALiBi, a kernel of its own so that the common case keeps the
+// registers and instruction footprint of a loop without them.
+template <DType kDType, int kHeadDim, bool kWindowed, bool kPlain>
 struct FwdKernel : arch::WarpSpecialised<2, 56, 224> {
   using T = typename arch::Element<kDType>::type;
   static constexpr int kDim = arch::padded_head_dim(kHeadDim);
@@ -144,11 +146,11 @@ struct FwdKernel : arch::WarpSpecialised<2, 56, 224> {
 
   static CFA_DEVICE void consume(const FwdParams& p, const Slabs& t, int cw) {
     const TileInfo& info = *t.info;
+    const ScoreMod mod(p, info.tile.batch, info.tile.q_head, info.seq);
     const int lane = threadIdx.x % 32;
     const int warp = threadIdx.x / 32 - kWgThreads / 32;  // 0..7 over both consumers
     const int warp_row0 = info.m0 + warp * 16;
     const int n_blocks = info.n_blocks();
-    const ScoreMod mod(p, info.tile.batch, info.tile.q_head, info.seq);
     const int turn = kTurnBarrier + cw, other_turn = kTurnBarrier + (1 - cw);
     constexpr int kTurnThreads = kConsumers * kWgThreads;
 
@@ -184,7 +186,7 @@ struct FwdKernel : arch::WarpSpecialised<2, 56, 224> {
       if constexpr (kPV) if (lane == 0) arch::mbarrier_arrive(&t.bar->v_empty[prev]);
       if constexpr (kQK) {
         const int n0 = (info.keys.first + it) * kBlockN;
-        mod.to_logits(s, warp_row0, n0, lane);
+        mod.to_logits<kPlain>(s, warp_row0, n0, lane);
         if constexpr (decltype(masked)::value) softmax.mask(s, info.window, n0, warp_row0, lane);
         softmax.update(s, o);
         arch::pack_p(pf, s);
@@ -231,9 +233,10 @@ struct FwdKernel : arch::WarpSpecialised<2, 56, 224> {
 
 // The bound is parenthesised: the template argument list's commas would otherwise split the
 // macro argument. One workgroup per SM: the consumers take all the registers.
-template <DType kDType, int kHeadDim, bool kWindowed>
-CFA_GLOBAL void __launch_bounds__((FwdKernel<kDType, kHeadDim, kWindowed>::kThreads), 1) fwd_kernel(const FwdParams p) {
-  FwdKernel<kDType, kHeadDim, kWindowed>::run(p, dynamic_smem());
+template <DType kDType, int kHeadDim, bool kWindowed, bool kPlain>
+CFA_GLOBAL void __launch_bounds__((FwdKernel<kDType, kHeadDim, kWindowed, kPlain>::kThreads), 1)
+    fwd_kernel(const FwdParams p) {
+  FwdKernel<kDType, kHeadDim, kWindowed, kPlain>::run(p, dynamic_smem());
 }
 
 }  // namespace chiplet_fa::CFA_FAMILY
