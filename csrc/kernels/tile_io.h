@@ -20,6 +20,12 @@ CFA_DEVICE void load_tile(T* smem, const T* g, int64_t row_stride, int row0, int
     const int r0 = tid / kChunks, col = (tid % kChunks) * 8;
     const bool col_ok = col < head_dim;
     const T* src = g + (row0 + r0) * row_stride + col;
+    if (row0 + Tile::kTileRows <= n_rows && head_dim == Tile::kTileCols) {  // a whole tile: no checks
+#pragma unroll
+      for (int j = 0; j < Tile::kTileRows / kRowStep; ++j)
+        arch::copy_16B_async(smem + Tile::offset(r0 + j * kRowStep, col), src + j * kRowStep * row_stride, true);
+      return;
+    }
 #pragma unroll
     for (int j = 0; j < Tile::kTileRows / kRowStep; ++j) {
       const int r = r0 + j * kRowStep;
