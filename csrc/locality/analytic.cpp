@@ -46,9 +46,9 @@ Traffic estimate_domain(const Topology& topo, const AttnShape& shape, Mapping po
   for (int64_t p = 0; p < L; ++p) {
     const Tile tile = queue_tile(policy, g, d, n, p);
     acc[size_t(p)] = shape.acc_of(tile);
-    steps[size_t(p)] = shape.steps(tile.m_block);
+    steps[size_t(p)] = shape.steps(tile);
     total_steps += double(steps[size_t(p)]);
-    const int64_t q_bytes = shape.q_tile_bytes(tile.m_block, topo.line_bytes);
+    const int64_t q_bytes = shape.q_tile_bytes(tile, topo.line_bytes);
     t.q_read_bytes += q_bytes;
     t.o_write_bytes += q_bytes;
   }
@@ -100,7 +100,8 @@ Traffic estimate_domain(const Topology& topo, const AttnShape& shape, Mapping po
 Traffic estimate(const Topology& topo, const AttnShape& shape, Mapping policy, int mapping_xcds) {
   validate(topo);
   validate(shape);
-  const GridShape g = shape.grid_shape(mapping_xcds);
+  std::vector<int32_t> offsets;
+  const GridShape g = shape.grid_shape(mapping_xcds, offsets);
   const int64_t n = dispatch_domains(topo);
   Traffic sum;
   for (int64_t d = 0; d < n; ++d) sum += estimate_domain(topo, shape, policy, g, d, n);
