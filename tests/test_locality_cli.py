@@ -41,3 +41,36 @@ def test_plot(tmp_path):
     assert run(["--gpu", "mi355x", "--heads", "8", "--seqlen", "4096", "--estimate-only",
                 "--plot", str(png)]) == 0
     assert png.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_packed_batch_with_seqlens(capsys, tmp_path):
+    out = tmp_path / "rows.json"
+    assert run(["--gpu", "mi300x", "--heads", "8", "--kv-heads", "2", "--seqlens", "3000,512,0,1200",
+                "--seqlens-k", "3000,900,64,1200", "--causal", "--no-progress", "--json", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "packed B=4 N_q=3000,512,0,1200 N_k=3000,900,64,1200" in text and "sim hit" in text
+    rows = json.loads(out.read_text())["rows"]
+    assert len(rows) == 4 and {r["seqlen"] for r in rows} == {3000}
+    assert all(r["seqlens_q"] == [3000, 512, 0, 1200] and r["seqlens_k"] == [3000, 900, 64, 1200] for r in rows)
+    from chiplet_fa.locality import Shape, estimate, preset
+    shape = Shape(batch=4, num_q_heads=8, num_kv_heads=2, causal=True, seqlens_q=[3000, 512, 0, 1200],
+                  seqlens_k=[3000, 900, 64, 1200])
+    by = {r["mapping"]: r for r in rows}
+    assert by["head_first"]["est_hit_rate"] == estimate(preset("mi300x"), shape, "head_first").hit_rate
+
+
+@pytest.mark.parametrize("argv, match", [
+    (["--seqlens", "4096,512", "--sweep"], "--sweep and --plot"),
+    (["--seqlens", "4096,512", "--batch", "3"], "--batch 3 but --seqlens has 2"),
+    (["--seqlens", "4096,512", "--seqlens-k", "9"], "--seqlens-k has 1 entries"),
+    (["--seqlens-k", "9"], "--seqlens-k needs --seqlens"),
+])
+def test_seqlens_misuse(argv, match):
+    with pytest.raises(SystemExit, match=match):
+        run(argv + ["--estimate-only"])
+
+
+def test_seqlens_must_be_lengths(capsys):
+    with pytest.raises(SystemExit):
+        run(["--seqlens", "4096,x"])
+    assert "comma-separated lengths" in capsys.readouterr().err

@@ -3,7 +3,7 @@ optionally over a sequence-length sweep drawn as the paper's Figure 13."""
 import argparse
 import json
 import sys
-from typing import List
+from typing import List, Tuple
 
 from .model import MAPPINGS, Shape, estimate, preset, presets, simulate
 
@@ -15,10 +15,15 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         description="Replay the FA2 forward's K/V tile reads through the L2 caches of a GPU preset "
                     "for every workgroup mapping, next to the closed-form estimate.")
     p.add_argument("--gpu", default="mi300x", choices=sorted(presets()), help="topology preset")
-    p.add_argument("--batch", type=int, default=1)
+    p.add_argument("--batch", type=int, default=None, help="sequences (default 1, or as many as --seqlens)")
     p.add_argument("--heads", type=int, default=128, help="query heads")
     p.add_argument("--kv-heads", type=int, default=None, help="K/V heads (GQA); default: --heads")
     p.add_argument("--seqlen", type=int, default=131072, help="sequence length (largest of a sweep)")
+    p.add_argument("--seqlens", type=_lengths, metavar="N,N,...",
+                   help="a packed (variable-length) batch: the length of each sequence, e.g. 4096,512,9000 "
+                        "(replaces --seqlen; 0 is an empty sequence)")
+    p.add_argument("--seqlens-k", type=_lengths, metavar="N,N,...",
+                   help="key lengths of the packed batch (default: --seqlens)")
     p.add_argument("--head-dim", type=int, default=128)
     p.add_argument("--elem-bytes", type=int, default=2, help="2 for fp16/bf16")
     p.add_argument("--causal", action="store_true")
@@ -37,7 +42,45 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     return p
 
 
+def _lengths(text: str) -> Tuple[int, ...]:
+    try:
+        lens = tuple(int(n) for n in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated lengths like 4096,512,9000, got {text!r}")
+    if any(n < 0 for n in lens):
+        raise argparse.ArgumentTypeError(f"lengths must be >= 0, got {text!r}")
+    return lens
+
+
+def _check_packed(args) -> None:
+    """--seqlens describes one packed batch: no sweep, and --batch (if given) must count it.
+    Sets args.batch (default 1, or the sequences of --seqlens)."""
+    if args.seqlens is None:
+        if args.seqlens_k is not None:
+            raise SystemExit("chiplet-fa simulate: --seqlens-k needs --seqlens")
+        args.batch = 1 if args.batch is None else args.batch
+        return
+    if args.sweep or args.plot:
+        raise SystemExit("chiplet-fa simulate: --seqlens gives one packed batch; --sweep and --plot sweep --seqlen")
+    if args.batch is not None and args.batch != len(args.seqlens):
+        raise SystemExit(f"chiplet-fa simulate: --batch {args.batch} but --seqlens has {len(args.seqlens)} entries")
+    if args.seqlens_k is not None and len(args.seqlens_k) != len(args.seqlens):
+        raise SystemExit(f"chiplet-fa simulate: --seqlens-k has {len(args.seqlens_k)} entries, "
+                         f"--seqlens {len(args.seqlens)}")
+    args.batch = len(args.seqlens)
+
+
+def _shape(args, n: int) -> Shape:
+    common = dict(num_q_heads=args.heads, head_dim=args.head_dim, num_kv_heads=args.kv_heads,
+                  elem_bytes=args.elem_bytes, causal=args.causal)
+    if args.seqlens is not None:
+        return Shape(batch=len(args.seqlens), seqlens_q=args.seqlens, seqlens_k=args.seqlens_k, **common)
+    return Shape(batch=args.batch, seqlen_q=n, **common)
+
+
 def _seqlens(args) -> List[int]:
+    if args.seqlens is not None:
+        return [max(args.seqlens)]
     if not (args.sweep or args.plot):
         return [args.seqlen]
     lens, n = [], 2048
@@ -91,18 +134,20 @@ def run(args) -> int:
         topo.wgs_per_cu = args.wgs_per_cu
     if args.stagger is not None:
         topo.stagger_steps = args.stagger
+    _check_packed(args)
     lens = _seqlens(args)
     runs = 0 if args.estimate_only else len(lens) * len(args.mappings)
     progress = _Progress(runs, enabled=runs > 0 and not args.no_progress)
     rows = []
     try:
         for n in lens:
-            shape = Shape(batch=args.batch, num_q_heads=args.heads, seqlen_q=n, head_dim=args.head_dim,
-                          num_kv_heads=args.kv_heads, elem_bytes=args.elem_bytes, causal=args.causal)
+            shape = _shape(args, n)
             for m in args.mappings:
                 est = estimate(topo, shape, m, args.mapping_xcds)
                 row = {"seqlen": n, "mapping": m, "est_hit_rate": est.hit_rate,
                        "est_dram_read_bytes": est.dram_read_bytes}
+                if shape.packed:
+                    row.update(seqlens_q=list(shape.seqlens_q), seqlens_k=list(shape.kwargs()["seqlens_k"]))
                 if not args.estimate_only:
                     sim = simulate(topo, shape, m, args.mapping_xcds, progress=progress.update)
                     progress.next_run()
@@ -123,7 +168,12 @@ def run(args) -> int:
 
 def format_table(topo, args, rows) -> str:
     kv = args.kv_heads or args.heads
-    head = (f"{topo!r}\nB={args.batch} H_q={args.heads} H_kv={kv} D={args.head_dim} "
+    if args.seqlens is not None:
+        keys = "" if args.seqlens_k is None else f" N_k={','.join(map(str, args.seqlens_k))}"
+        batch = f"packed B={len(args.seqlens)} N_q={','.join(map(str, args.seqlens))}{keys}"
+    else:
+        batch = f"B={args.batch}"
+    head = (f"{topo!r}\n{batch} H_q={args.heads} H_kv={kv} D={args.head_dim} "
             f"causal={args.causal} BLOCK_M=128 BLOCK_N=64 (L2 hit rate: all L2 traffic, as Nsight)")
     sim = "sim_hit_rate" in rows[0] if rows else False
     cols = f"{'seqlen':>8}  {'mapping':<22}" + (f"{'sim hit':>9}{'sim DRAM':>12}" if sim else "") + \

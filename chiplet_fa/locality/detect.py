@@ -1,4 +1,4 @@
-"""L2 domain (XCD) count of a device: the op's rule (csrc/topology.cpp), exposed for tools
+"""L2 domain (XCD) count of a device: the op's rule (csrc/mapping/topology.cpp), exposed for tools
 and tests."""
 from typing import NamedTuple, Optional
 

@@ -33,22 +33,55 @@ def topology_for_domains(num_domains: int) -> Topology:
 
 @dataclass(frozen=True)
 class Shape:
-    """One attention call as the model sees it (the GPU kernel's tiling by default)."""
+    """One attention call as the model sees it (the GPU kernel's tiling by default).
+
+    A packed (variable-length) batch gives each sequence's length: seqlens_q (and seqlens_k,
+    default seqlens_q), batch entries each. The model then walks the kernels' ragged grid
+    (sequence b has ceil(seqlens_q[b] / block_m) m-blocks per q head), takes each tile's K/V steps
+    from its own sequence (causal: bottom-right per sequence) and an ACC is (sequence, KV head);
+    seqlen_q / seqlen_k are then bounds like the op's max_seqlen (default: the longest sequence)
+    and do not change the prediction. Equal lengths predict what the uniform shape does.
+    """
     batch: int
     num_q_heads: int
-    seqlen_q: int
+    seqlen_q: Optional[int] = None      # None: the longest of seqlens_q (required without them)
     head_dim: int = 128
     num_kv_heads: Optional[int] = None  # None: MHA
-    seqlen_k: Optional[int] = None      # None: seqlen_q
+    seqlen_k: Optional[int] = None      # None: seqlen_q, or the longest of seqlens_k
     elem_bytes: int = 2
     causal: bool = False
     block_m: int = 128
     block_n: int = 64
+    seqlens_q: Optional[Tuple[int, ...]] = None  # None: every sequence has seqlen_q
+    seqlens_k: Optional[Tuple[int, ...]] = None  # None: seqlens_q (packed), else seqlen_k
+
+    def __post_init__(self):
+        for name in ("seqlens_q", "seqlens_k"):
+            lens = getattr(self, name)
+            if lens is not None:
+                object.__setattr__(self, name, tuple(int(n) for n in lens))
+        if self.seqlen_q is None and self.seqlens_q is None:
+            raise ValueError("Shape: give seqlen_q, or seqlens_q for a packed batch")
+        if self.seqlens_k is not None and self.seqlens_q is None:
+            raise ValueError("Shape: seqlens_k needs seqlens_q (a packed batch gives both)")
+        for name in ("seqlens_q", "seqlens_k"):
+            lens = getattr(self, name)
+            if lens is not None and len(lens) != self.batch:
+                raise ValueError(f"Shape: {name} has {len(lens)} entries for batch {self.batch}")
+
+    @property
+    def packed(self) -> bool:
+        return self.seqlens_q is not None
 
     def kwargs(self) -> dict:
         d = asdict(self)
         d["num_kv_heads"] = self.num_kv_heads or self.num_q_heads
-        d["seqlen_k"] = self.seqlen_k or self.seqlen_q
+        lens_q = list(self.seqlens_q or ())
+        lens_k = list(self.seqlens_k if self.seqlens_k is not None else lens_q)
+        d["seqlen_q"] = max(lens_q, default=0) if self.seqlen_q is None else self.seqlen_q
+        if self.seqlen_k is None:
+            d["seqlen_k"] = max(lens_k, default=0) if self.packed else d["seqlen_q"]
+        d["seqlens_q"], d["seqlens_k"] = lens_q, lens_k
         return d
 
 

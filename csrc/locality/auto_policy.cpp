@@ -3,17 +3,22 @@
 #include <map>
 #include <mutex>
 #include <tuple>
+#include <vector>
 
 namespace chiplet_fa::locality {
 namespace {
 
+// A packed batch's key holds its lengths: two batches of one mean length differ.
 using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int32_t, bool, int32_t,
-                       int32_t, std::string, int32_t, int64_t, int32_t, int32_t, double>;
+                       int32_t, std::vector<int64_t>, std::vector<int64_t>, std::string, int32_t, int64_t,
+                       int32_t, int32_t, double>;
 
 Key key_of(const AttnShape& s, const Topology& t) {
-  return {s.batch, s.num_q_heads, s.num_kv_heads, s.seqlen_q, s.seqlen_k, s.head_dim, s.elem_bytes,
-          s.causal, s.block_m, s.block_n, t.name, t.num_domains, t.l2_bytes, t.cus_per_domain,
-          t.wgs_per_cu, t.stagger_steps};
+  // With per-sequence lengths, seqlen_q/seqlen_k are bounds that do not change the prediction.
+  const int64_t seqlen_q = s.varlen() ? 0 : s.seqlen_q, seqlen_k = s.varlen() ? 0 : s.seqlen_k;
+  return {s.batch, s.num_q_heads, s.num_kv_heads, seqlen_q, seqlen_k, s.head_dim, s.elem_bytes, s.causal,
+          s.block_m, s.block_n, s.seqlens_q, s.seqlens_k, t.name, t.num_domains, t.l2_bytes,
+          t.cus_per_domain, t.wgs_per_cu, t.stagger_steps};
 }
 
 AutoChoice compute(const AttnShape& shape, const Topology& topo) {

@@ -31,6 +31,20 @@ py::dict to_dict(const Traffic& t) {
   return d;
 }
 
+// The shape the Python keyword arguments describe, validated (ValueError naming the field).
+AttnShape shape_of(int64_t batch, int64_t num_q_heads, int64_t num_kv_heads, int64_t seqlen_q, int64_t seqlen_k,
+                   int64_t head_dim, int elem_bytes, bool causal, int block_m, int block_n,
+                   std::vector<int64_t> seqlens_q, std::vector<int64_t> seqlens_k) {
+  AttnShape s{batch, num_q_heads, num_kv_heads, seqlen_q, seqlen_k, head_dim, elem_bytes, causal, block_m, block_n,
+              std::move(seqlens_q), std::move(seqlens_k)};
+  try {
+    validate(s);
+  } catch (const std::invalid_argument& e) {
+    throw py::value_error(e.what());
+  }
+  return s;
+}
+
 int xcds_or_domains(int mapping_xcds, const Topology& topo) {
   if (mapping_xcds == -1) return topo.num_domains;
   if (mapping_xcds < 1) throw py::value_error("mapping_xcds must be -1 (the topology's domains) or >= 1");
@@ -91,16 +105,15 @@ void bind_locality(py::module_& root) {
   auto run = [](bool sim) {
     return [sim](const Topology& topo, int64_t batch, int64_t num_q_heads, int64_t num_kv_heads,
                  int64_t seqlen_q, int64_t seqlen_k, int64_t head_dim, int elem_bytes, bool causal,
-                 int block_m, int block_n, const std::string& mapping, int mapping_xcds,
-                 std::optional<py::function> progress) {
-      AttnShape s{batch, num_q_heads, num_kv_heads, seqlen_q, seqlen_k, head_dim, elem_bytes, causal,
-                  block_m, block_n};
+                 int block_m, int block_n, std::vector<int64_t> seqlens_q, std::vector<int64_t> seqlens_k,
+                 const std::string& mapping, int mapping_xcds, std::optional<py::function> progress) {
+      const AttnShape s = shape_of(batch, num_q_heads, num_kv_heads, seqlen_q, seqlen_k, head_dim, elem_bytes,
+                                   causal, block_m, block_n, std::move(seqlens_q), std::move(seqlens_k));
       const Mapping policy = policy_by_name(mapping);
       const int xcds = xcds_or_domains(mapping_xcds, topo);
       Traffic t;
       try {
         validate(topo);
-        validate(s);
       } catch (const std::invalid_argument& e) {
         throw py::value_error(e.what());
       }
@@ -122,27 +135,25 @@ void bind_locality(py::module_& root) {
   const char* sim_doc =
       "Trace-driven simulation: every K/V tile read of the FA2 forward through per-domain "
       "set-associative LRU caches. Returns byte counts, hit_rate (all L2 traffic, as Nsight) and "
-      "kv_hit_rate. progress(done, total) is called about every 0.1 s.";
+      "kv_hit_rate. seqlens_q/seqlens_k: per-sequence lengths of a packed batch (batch entries "
+      "each; empty: every sequence has seqlen_q/seqlen_k, which are otherwise bounds). "
+      "progress(done, total) is called about every 0.1 s.";
   const char* est_doc = "Closed-form estimate of the same quantities (see README.md, section L2 locality model).";
   for (int i = 0; i < 2; ++i) {
     m.def(i ? "simulate" : "estimate", run(i == 1), py::arg("topology"), py::arg("batch"),
           py::arg("num_q_heads"), py::arg("num_kv_heads"), py::arg("seqlen_q"), py::arg("seqlen_k"),
           py::arg("head_dim"), py::arg("elem_bytes") = 2, py::arg("causal") = false,
-          py::arg("block_m") = 128, py::arg("block_n") = 64, py::arg("mapping") = "swizzled_head_first",
+          py::arg("block_m") = 128, py::arg("block_n") = 64, py::arg("seqlens_q") = std::vector<int64_t>{},
+          py::arg("seqlens_k") = std::vector<int64_t>{}, py::arg("mapping") = "swizzled_head_first",
           py::arg("mapping_xcds") = -1, py::arg("progress") = py::none(), i ? sim_doc : est_doc);
   }
 
   m.def("choose_mapping",
         [](const Topology& topo, int64_t batch, int64_t num_q_heads, int64_t num_kv_heads,
            int64_t seqlen_q, int64_t seqlen_k, int64_t head_dim, int elem_bytes, bool causal,
-           int block_m, int block_n) {
-          AttnShape s{batch, num_q_heads, num_kv_heads, seqlen_q, seqlen_k, head_dim, elem_bytes,
-                      causal, block_m, block_n};
-          try {
-            validate(s);
-          } catch (const std::invalid_argument& e) {
-            throw py::value_error(e.what());
-          }
+           int block_m, int block_n, std::vector<int64_t> seqlens_q, std::vector<int64_t> seqlens_k) {
+          const AttnShape s = shape_of(batch, num_q_heads, num_kv_heads, seqlen_q, seqlen_k, head_dim, elem_bytes,
+                                       causal, block_m, block_n, std::move(seqlens_q), std::move(seqlens_k));
           const AutoChoice c = choose_mapping(s, topo);
           py::dict predicted;
           for (int i = 0; i < kNumMappings; ++i)
@@ -152,7 +163,23 @@ void bind_locality(py::module_& root) {
         py::arg("topology"), py::arg("batch"), py::arg("num_q_heads"), py::arg("num_kv_heads"),
         py::arg("seqlen_q"), py::arg("seqlen_k"), py::arg("head_dim"), py::arg("elem_bytes") = 2,
         py::arg("causal") = false, py::arg("block_m") = 128, py::arg("block_n") = 64,
+        py::arg("seqlens_q") = std::vector<int64_t>{}, py::arg("seqlens_k") = std::vector<int64_t>{},
         "The auto policy's choice (the op's, cached per shape) and its prediction per candidate");
+
+  m.def("auto_lengths",
+        [](int64_t batch, int64_t max_seqlen_q, int64_t max_seqlen_k, int64_t total_q, int64_t total_k,
+           std::optional<std::vector<int32_t>> cu_seqlens_q, std::optional<std::vector<int32_t>> cu_seqlens_k) {
+          AttnShape s{batch, 1, 1, max_seqlen_q, max_seqlen_k, 1};
+          const bool host = cu_seqlens_q && cu_seqlens_k && int64_t(cu_seqlens_q->size()) == batch + 1 &&
+                            int64_t(cu_seqlens_k->size()) == batch + 1;
+          describe_packed(s, host ? cu_seqlens_q->data() : nullptr, host ? cu_seqlens_k->data() : nullptr, total_q,
+                          total_k);
+          return py::make_tuple(s.seqlen_q, s.seqlen_k, s.seqlens_q, s.seqlens_k);
+        },
+        py::arg("batch"), py::arg("max_seqlen_q"), py::arg("max_seqlen_k"), py::arg("total_q"), py::arg("total_k"),
+        py::arg("cu_seqlens_q") = py::none(), py::arg("cu_seqlens_k") = py::none(),
+        "The lengths the op's mapping='auto' decides a packed batch with: (seqlen_q, seqlen_k, seqlens_q, "
+        "seqlens_k); exact from cu_seqlens read on the host, the mean length without them (a GPU's)");
 
   m.def("detect_xcds_rocm",
         [](const std::string& kfd_root, int64_t device_index, std::optional<std::string> env_override,

@@ -80,11 +80,11 @@ Traffic simulate_domain(const Topology& topo, const AttnShape& shape, Mapping po
       // tile above the diagonal) only reads Q and writes O.
       while (!sl.busy && next < L && round >= sl.ready_round) {
         const Tile tile = queue_tile(policy, g, d, n, next++);
-        const int64_t q_bytes = shape.q_tile_bytes(tile.m_block, topo.line_bytes);
+        const int64_t q_bytes = shape.q_tile_bytes(tile, topo.line_bytes);
         t.q_read_bytes += q_bytes;
         t.o_write_bytes += q_bytes;
         sl.acc = shape.acc_of(tile);
-        sl.steps = shape.steps(tile.m_block);
+        sl.steps = shape.steps(tile);
         sl.step = 0;
         sl.busy = sl.steps > 0;
         active += sl.busy;
@@ -115,11 +115,10 @@ Traffic simulate(const Topology& topo, const AttnShape& shape, Mapping policy, i
                  const std::function<void(int64_t, int64_t)>& progress) {
   validate(topo);
   validate(shape);
-  const GridShape g = shape.grid_shape(mapping_xcds);
+  std::vector<int32_t> offsets;
+  const GridShape g = shape.grid_shape(mapping_xcds, offsets);
   const int64_t n = dispatch_domains(topo);
-  int64_t total = 0;
-  for (int64_t m = 0; m < shape.num_m_blocks(); ++m) total += shape.steps(m);
-  total *= shape.batch * shape.num_q_heads;
+  const int64_t total = shape.num_q_heads * shape.total_steps();
 
   // Domains are independent (private L2s): simulate them on parallel threads.
   std::vector<Traffic> per_domain(static_cast<size_t>(n));

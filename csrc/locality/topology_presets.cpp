@@ -4,8 +4,6 @@
 #include <cctype>
 #include <stdexcept>
 
-#include "workload.h"
-
 namespace chiplet_fa::locality {
 
 namespace {
@@ -80,20 +78,6 @@ void validate(const Topology& t) {
   need(t.stagger_steps >= 0 && t.stagger_steps < 1e6, "stagger_steps must be in [0, 1e6)");
   need(t.dispatch == Dispatch::kRoundRobin || t.dispatch == Dispatch::kSingle,
        "dispatch must be round_robin or single");
-}
-
-void validate(const AttnShape& s) {
-  auto need = [&](bool ok, const std::string& what) {
-    if (!ok) throw std::invalid_argument("attention shape: " + what);
-  };
-  need(s.batch >= 0 && s.seqlen_q >= 0 && s.seqlen_k >= 0, "batch, seqlen_q and seqlen_k must be >= 0");
-  need(s.head_dim >= 1, "head_dim must be >= 1");
-  need(s.num_kv_heads >= 1 && s.num_q_heads >= 1 && s.num_q_heads % s.num_kv_heads == 0,
-       "num_q_heads (" + std::to_string(s.num_q_heads) + ") must be a positive multiple of num_kv_heads (" +
-           std::to_string(s.num_kv_heads) + ")");
-  need(s.elem_bytes >= 1 && s.block_m >= 1 && s.block_n >= 1, "elem_bytes, block_m and block_n must be >= 1");
-  need(s.grid() <= INT32_MAX, "grid of " + std::to_string(s.grid()) + " workgroups exceeds int32");
-  need(s.batch <= INT32_MAX && s.num_q_heads <= INT32_MAX, "batch and num_q_heads must fit in int32");
 }
 
 }  // namespace chiplet_fa::locality

@@ -99,15 +99,16 @@ FwdParams fwd_params(const FwdArgs& a, const AttentionDims& d, const at::Tensor&
     p.alibi_batch_stride = m.alibi_slopes->dim() == 2 ? m.alibi_slopes->stride(0) : 0;
   }
 
-  // The auto decision sees the lengths the host knows: a packed batch counts as batch sequences
-  // of the mean length (reading cu_seqlens would need a device-to-host copy).
-  const int64_t mean_q = d.batch ? (d.total_q + d.batch - 1) / d.batch : 0;
-  const int64_t mean_k = d.batch ? (d.total_k + d.batch - 1) / d.batch : 0;
-  locality::AttnShape shape{d.batch, d.num_q_heads, d.num_kv_heads, d.packed ? mean_q : d.seqlen_q,
-                            d.packed ? mean_k : d.seqlen_k, d.head_dim};
+  locality::AttnShape shape{d.batch, d.num_q_heads, d.num_kv_heads, d.seqlen_q, d.seqlen_k, d.head_dim};
   shape.elem_bytes = int32_t(a.q.element_size());
   shape.causal = m.causal;
   shape.block_m = block_m;
+  // The auto decision sees the lengths the host knows: a packed batch's exact lengths when its
+  // cu_seqlens are CPU tensors, else batch sequences of the mean length (no device-to-host copy).
+  const bool host_lengths = d.packed && a.varlen->cu_seqlens_q.is_cpu() && a.varlen->cu_seqlens_k.is_cpu();
+  if (d.packed)
+    locality::describe_packed(shape, host_lengths ? p.cu_seqlens_q : nullptr, host_lengths ? p.cu_seqlens_k : nullptr,
+                              d.total_q, d.total_k);
   p.mapping = resolve_mapping(a.mapping, num_xcds, shape);
   p.num_xcds = num_xcds;
   p.block_m = block_m;
