@@ -15,6 +15,7 @@ import torch
 transformers = pytest.importorskip("transformers")
 
 from chiplet_fa.integrations import transformers as cfa_hf  # noqa: E402
+from devices import DEVICES  # noqa: E402
 from reference import assert_close_to_ref  # noqa: E402
 
 NAME = cfa_hf.register()
@@ -42,14 +43,14 @@ def config(name, **overrides):
     return cfg
 
 
-def build(name, impl, reference=None, dtype=torch.float32, **overrides):
+def build(name, impl, reference=None, dtype=torch.float32, device="cpu", **overrides):
     """A model with attn_implementation=impl; weights from `reference` when given (from_config does not
     copy its config, so each model gets its own)."""
     torch.manual_seed(0)
     model = transformers.AutoModelForCausalLM.from_config(config(name, **overrides), attn_implementation=impl)
     if reference is not None:
         model.load_state_dict(reference.state_dict())
-    return model.to(dtype).eval()
+    return model.to(device, dtype).eval()
 
 
 def batch(layout, lengths=LENGTHS, seed=1):
@@ -94,16 +95,19 @@ def float64_softmax():
 
 
 def logits_and_grads(model, inputs, mask):
-    """Logits of the real tokens and every parameter's gradient of a fixed random functional of them."""
+    """Logits of the real tokens and every parameter's gradient of a fixed random functional of them
+    (on the CPU, whichever device the model is on)."""
     model.zero_grad(set_to_none=True)
+    device = next(model.parameters()).device
+    inputs = {k: v.to(device) if torch.is_tensor(v) else v for k, v in inputs.items()}
     with float64_softmax() if next(model.parameters()).dtype == torch.float64 else contextlib.nullcontext():
-        logits = model(**inputs).logits[mask]
+        logits = model(**inputs).logits[mask.to(device)]
     weights = torch.randn(logits.shape, generator=torch.Generator().manual_seed(5), dtype=torch.float64)
-    (logits * weights.to(logits.dtype)).sum().backward()
-    return logits.detach(), {n: p.grad.detach().clone() for n, p in model.named_parameters() if p.grad is not None}
+    (logits * weights.to(logits)).sum().backward()
+    return logits.detach().cpu(), {n: p.grad.detach().cpu() for n, p in model.named_parameters() if p.grad is not None}
 
 
-def assert_grads_two_x(got, ref, low, floor=1e-5):
+def assert_grads_two_x(got, ref, low, floor):
     assert got.keys() == ref.keys() == low.keys()
     for name in ref:
         r = ref[name].double()
@@ -123,18 +127,25 @@ def references():
     return {name: build(name, "eager", dtype=torch.float64) for name in MODELS}
 
 
+# float32 on the CPU, bfloat16 on a GPU (its kernels' dtypes); floors: absolute for the logits (of order 1),
+# relative to the largest value for each gradient
+FLOOR = {"cpu": (torch.float32, 1e-5), "cuda": (torch.bfloat16, 1.6e-2)}
+
+
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("name", MODELS)
-def test_logits_and_gradients_match_eager_under_the_2x_rule(references, name, layout):
+def test_logits_and_gradients_match_eager_under_the_2x_rule(references, name, layout, device):
+    dtype, floor = FLOOR[device]
     inputs, mask = batch(layout)
     ref = references[name]
     ref_logits, ref_grads = logits_and_grads(ref, inputs, mask)
-    eager_logits, eager_grads = logits_and_grads(build(name, "eager", ref), inputs, mask)
-    model = build(name, NAME, ref)
+    eager_logits, eager_grads = logits_and_grads(build(name, "eager", ref, dtype, device), inputs, mask)
+    model = build(name, NAME, ref, dtype, device)
     assert model.config._attn_implementation == NAME
     logits, grads = logits_and_grads(model, inputs, mask)
-    assert_close_to_ref(logits, ref_logits, eager_logits, 1e-5, "logits")
-    assert_grads_two_x(grads, ref_grads, eager_grads)
+    assert_close_to_ref(logits, ref_logits, eager_logits, floor, "logits")
+    assert_grads_two_x(grads, ref_grads, eager_grads, floor)
 
 
 def test_unpadded_batch_takes_the_dense_path_and_matches_eager(references):
@@ -144,7 +155,7 @@ def test_unpadded_batch_takes_the_dense_path_and_matches_eager(references):
     eager = logits_and_grads(build("mistral", "eager", references["mistral"]), inputs, mask)
     got = logits_and_grads(build("mistral", NAME, references["mistral"]), inputs, mask)
     assert_close_to_ref(got[0], ref_logits, eager[0], 1e-5, "logits")
-    assert_grads_two_x(got[1], ref_grads, eager[1])
+    assert_grads_two_x(got[1], ref_grads, eager[1], 1e-5)
 
 
 @pytest.mark.parametrize("name, change", [("mistral", dict(sliding_window=None)),
