@@ -171,17 +171,18 @@ def test_the_window_and_softcap_matter_at_these_sizes(references, name, change):
     assert (want - without).abs().max() > 1e-2
 
 
-def test_padded_generation_matches_eager(references):
+@pytest.mark.parametrize("name, cache", [("gemma2", "dynamic"), ("llama", "static")])
+def test_padded_generation_matches_eager(references, name, cache):
     """Left-padded greedy decoding: prefill through the padded path, then one-token steps against the
-    cache (the query_length == 1 unpadding)."""
+    cache (the query_length == 1 unpadding; a static cache longer than the mask)."""
     inputs, _ = batch("left", lengths=[11, 6, 8])
     inputs.pop("position_ids")
     runs = {}
     for impl in ("eager", NAME):
-        model = build("gemma2", impl, references["gemma2"], dtype=torch.float64)
+        model = build(name, impl, references[name], dtype=torch.float64)
         with torch.no_grad(), float64_softmax():
             runs[impl] = model.generate(**inputs, max_new_tokens=5, do_sample=False, output_scores=True,
-                                        return_dict_in_generate=True, pad_token_id=0)
+                                        return_dict_in_generate=True, pad_token_id=0, cache_implementation=cache)
     assert torch.equal(runs[NAME].sequences, runs["eager"].sequences)
     for got, want in zip(runs[NAME].scores, runs["eager"].scores):
         torch.testing.assert_close(got, want, rtol=1e-9, atol=1e-9)
