@@ -99,6 +99,8 @@ if __name__ == "__main__":
         cmdclass={"build_ext": CMakeBuild},
         python_requires=">=3.10",
         install_requires=["torch>=2.5"],
-        extras_require={"plot": ["matplotlib"], "test": ["pytest", "hypothesis", "numpy"]},
+        # transformers: the attention backend (chiplet_fa.integrations.transformers); tested with 5.17
+        extras_require={"plot": ["matplotlib"], "test": ["pytest", "hypothesis", "numpy"],
+                        "transformers": ["transformers>=5.17,<6"]},
         entry_points={"console_scripts": ["chiplet-fa=chiplet_fa.__main__:main"]},
     )

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# The README's CPU install and test commands, in a fresh virtual environment ($CI_VENVS/cpu).
+# The README's CPU install and test commands, in a fresh virtual environment ($CI_VENVS/cpu), with the
+# transformers extra so the transformers backend's tests run (pinned to the version the GPU runs use).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 python3 -m venv "$CI_VENVS/cpu"
 . "$CI_VENVS/cpu/bin/activate"
 # --- the README's install section, CPU ---
 pip install -q torch==2.13.0 setuptools wheel ninja "cmake>=3.24"
-pip install -q --no-build-isolation ".[test]"
+pip install -q --no-build-isolation ".[test,transformers]" "transformers==5.17.0"  # the H200 image's version
 # --- end ---
 (cd /tmp && python -c 'import chiplet_fa; print("installed:", chiplet_fa.__file__)')
 (cd /tmp && chiplet-fa --version && chiplet-fa)

@@ -11,6 +11,7 @@
 #   bench     bench/fwd.py (full sweep; BENCH_ARGS overrides)
 #   l2        bench/l2_measure.py under Nsight Compute
 #   bwd       bench/bwd.py
+#   models    bench/models.py: transformers models with chiplet_fa vs SDPA (needs transformers; MODELS_ARGS)
 #   profile   Nsight Compute stall breakdown of one forward launch + its SASS (kernel tuning)
 # Reduced builds: CHIPLET_FA_DTYPES=bf16 CHIPLET_FA_HDIMS=128 bash bench/device_run.sh smoke
 # Results go to $OUT/results.tgz (the device tool brings back few files).
@@ -70,6 +71,7 @@ torch.cuda.synchronize()" > "$OUT/profile.txt" 2>&1 || status=1
       grep -E "Issued Ipc|Eligible|Throughput|Warp Cycles Per Issued|stalled" "$OUT/profile.txt" \
         | awk '!/stalled/ || $NF > 0.05' | sed 's/smsp__average_warps_issue_stalled_//' | head -40 ;;
     bwd) timeout ${BWD_TIMEOUT:-400} python3 bench/bwd.py --out "$OUT" ${BWD_ARGS:-} 2>&1 | tee "$OUT/bwd.log" | tail -20 || status=1 ;;
+    models) timeout ${MODELS_TIMEOUT:-580} python3 bench/models.py --out "$OUT" ${MODELS_ARGS:-} 2>&1 | tee "$OUT/models.log" | tail -25 || status=1 ;;
     *) echo "unknown stage $s"; status=1 ;;
   esac
 done

@@ -1,19 +1,28 @@
-"""Shared by the benchmarks: device timing (CUDA events, warm-up, median of repeats), FLOP
-counts and writing a result table."""
+"""Shared by the benchmarks: device timing (CUDA events, warm-up, median of repeats; wall clock
+where there is no GPU, for CPU smoke runs), FLOP counts and writing a result table."""
 import json
 import statistics
 import sys
+import time
 from pathlib import Path
 
 import torch
 
 
 def time_ms(fn, min_total_ms: float = 300.0, max_reps: int = 50) -> float:
-    """Median milliseconds of fn() after one warm-up, repeating until min_total_ms elapses."""
+    """Median milliseconds of fn() after one warm-up, repeating until min_total_ms elapses (CUDA
+    events on a GPU, the wall clock without one)."""
+    gpu = torch.cuda.is_available()
     fn()
-    torch.cuda.synchronize()
+    if gpu:
+        torch.cuda.synchronize()
     times = []
     while len(times) < max_reps and (len(times) < 3 or sum(times) < min_total_ms):
+        if not gpu:
+            start = time.perf_counter()
+            fn()
+            times.append((time.perf_counter() - start) * 1e3)
+            continue
         start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
         fn()
@@ -39,7 +48,7 @@ def save_results(out: Path, stem: str, rows, markdown):
     with the command line that produced them; returns (markdown, gpu name as in the file names)."""
     import torch
 
-    gpu = torch.cuda.get_device_name().replace(" ", "_")
+    gpu = torch.cuda.get_device_name().replace(" ", "_") if torch.cuda.is_available() else "cpu"
     command = f"python bench/{stem}.py " + " ".join(sys.argv[1:])
     out.mkdir(parents=True, exist_ok=True)
     (out / f"{stem}_{gpu}.json").write_text(json.dumps({"gpu": gpu, "command": command, "rows": rows}, indent=1))

@@ -11,10 +11,14 @@ except ImportError as exc:  # pragma: no cover - message for a source checkout w
 from . import _ops  # noqa: F401,E402  (fake kernels)
 from . import _autograd  # noqa: F401,E402  (backward formulas)
 from .build import build_info, kernel_path  # noqa: E402
+from .flash_api import (flash_attn_func, flash_attn_kvpacked_func, flash_attn_qkvpacked_func,  # noqa: E402
+                        flash_attn_varlen_func, flash_attn_varlen_kvpacked_func, flash_attn_varlen_qkvpacked_func)
 from .interface import attention, scaled_dot_product_attention  # noqa: E402
 from .locality import explain  # noqa: E402
 from .mapping import MAPPINGS, map_workgroups, num_l2_domains  # noqa: E402
 from .version import __version__  # noqa: E402
 
-__all__ = ["attention", "scaled_dot_product_attention", "explain", "map_workgroups",
+__all__ = ["attention", "scaled_dot_product_attention", "flash_attn_func", "flash_attn_varlen_func",
+           "flash_attn_qkvpacked_func", "flash_attn_kvpacked_func", "flash_attn_varlen_qkvpacked_func",
+           "flash_attn_varlen_kvpacked_func", "explain", "map_workgroups",
            "num_l2_domains", "MAPPINGS", "build_info", "kernel_path", "__version__"]
