@@ -68,7 +68,9 @@ in_root() { chroot "$root" "$@"; }
 suite="${CFA_HIP_SUITE:-testing}"
 
 phase "Debian $suite chroot"
-command -v debootstrap >/dev/null || retry apt-get install -y -qq --no-install-recommends debootstrap >/dev/null
+if ! command -v debootstrap >/dev/null; then
+  retry apt-get update -qq && retry apt-get install -y -qq --no-install-recommends debootstrap >/dev/null
+fi
 bootstrap() { rm -rf "$root" && debootstrap --variant=minbase "$suite" "$root" http://deb.debian.org/debian >"$work/debootstrap.log" 2>&1; }
 retry bootstrap || { tail -20 "$work/debootstrap.log"; echo "hip_build: debootstrap of Debian $suite failed"; exit 1; }
 cp /etc/resolv.conf "$root/etc/resolv.conf"
