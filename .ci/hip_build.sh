@@ -12,9 +12,9 @@
 # v_mfma instructions (tools/rocm/check_code_objects.sh). What this leaves unverified is listed in
 # README.md.
 #
-# Torch headers: $CI_VENVS/cuda-build's torch (.ci/cuda_wheel.sh installs torch 2.14.1 there),
-# else CFA_TORCH_PACKAGE (an installed torch package folder), else torch 2.14.1 installed here
-# without its dependencies. CFA_HIP_SUITE picks the Debian suite (default testing).
+# Torch headers: CFA_TORCH_PACKAGE (an installed torch package folder), else $CI_VENVS/cuda-build's
+# torch (.ci/cuda_wheel.sh installs torch 2.14.1 there), else torch 2.14.1 installed here without
+# its dependencies. CFA_HIP_SUITE picks the Debian suite (default testing).
 set -euo pipefail
 src="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
