@@ -71,6 +71,7 @@ torch.cuda.synchronize()" > "$OUT/profile.txt" 2>&1 || status=1
       grep -E "Issued Ipc|Eligible|Throughput|Warp Cycles Per Issued|stalled" "$OUT/profile.txt" \
         | awk '!/stalled/ || $NF > 0.05' | sed 's/smsp__average_warps_issue_stalled_//' | head -40 ;;
     bwd) timeout ${BWD_TIMEOUT:-400} python3 bench/bwd.py --out "$OUT" ${BWD_ARGS:-} 2>&1 | tee "$OUT/bwd.log" | tail -20 || status=1 ;;
+    varlen) python3 bench/varlen.py --out "$OUT" 2>&1 | tee "$OUT/varlen.log" | tail -20 || status=1 ;;
     models) timeout ${MODELS_TIMEOUT:-580} python3 bench/models.py --out "$OUT" ${MODELS_ARGS:-} 2>&1 | tee "$OUT/models.log" | tail -25 || status=1 ;;
     *) echo "unknown stage $s"; status=1 ;;
   esac

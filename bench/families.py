@@ -6,7 +6,6 @@ install runs (the family chosen at run time) next to the other family in the sam
 Writes families_<gpu>.md and .json. bf16, head_first mapping; causal FLOPs halved, backward FLOPs
 2.5x forward.
 """
-import argparse
 import os
 import sys
 from pathlib import Path
@@ -16,7 +15,7 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from timing import attention_flops, fmt, save_results, time_ms  # noqa: E402
+from timing import attention_flops, fmt, gpu_bench_args, save_results, time_ms  # noqa: E402
 
 import chiplet_fa  # noqa: E402
 
@@ -79,11 +78,7 @@ def markdown(rows, gpu, command):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", type=Path, required=True)
-    args = ap.parse_args()
-    if not torch.cuda.is_available():
-        sys.exit("bench/families.py needs a CUDA device")
+    args = gpu_bench_args(__doc__)
     rows = []
     for shape in SHAPES:
         rows.append(run_shape(*shape))

@@ -55,3 +55,16 @@ def save_results(out: Path, stem: str, rows, markdown):
     md = markdown(rows, gpu, command)
     (out / f"{stem}_{gpu}.md").write_text(md)
     return md, gpu
+
+
+def gpu_bench_args(doc: str, argv=None, extra=None):
+    """The benchmarks' command line: --out DIR (required) and any `extra(parser)` adds; exits
+    when no GPU is visible."""
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", type=Path, required=True)
+    if extra:
+        extra(ap)
+    args = ap.parse_args(argv)
+    if not torch.cuda.is_available():
+        sys.exit(f"{Path(sys.argv[0]).name} needs a GPU")
+    return args

@@ -8,7 +8,6 @@ FLOPs of a packed batch are counted per sequence (4 * len_q * len_k * H * D forw
 halved, backward 2.5x), so a mix and a fixed length are compared at the work they really do.
 Writes varlen_<gpu>.md and .json.
 """
-import argparse
 import itertools
 import sys
 from pathlib import Path
@@ -18,7 +17,7 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from timing import attention_flops, fmt, save_results, time_ms  # noqa: E402
+from timing import attention_flops, fmt, gpu_bench_args, save_results, time_ms  # noqa: E402
 
 import chiplet_fa  # noqa: E402,F401
 
@@ -88,11 +87,7 @@ def markdown(rows, gpu, command):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", type=Path, required=True)
-    args = ap.parse_args()
-    if not torch.cuda.is_available():
-        sys.exit("bench/varlen.py needs a GPU")
+    args = gpu_bench_args(__doc__)
     rows = []
     for (name, lens), (hq, hkv, d), causal in itertools.product(MIXES, HEADS, (True, False)):
         assert sum(lens) == TOKENS, name
