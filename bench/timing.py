@@ -1,5 +1,6 @@
 """Shared by the benchmarks: device timing (CUDA events, warm-up, median of repeats; wall clock
 where there is no GPU, for CPU smoke runs), FLOP counts and writing a result table."""
+import argparse
 import json
 import statistics
 import sys
