@@ -21,6 +21,9 @@
 #include "mapping/topology.h"
 #include "ops/bwd_api.h"
 #include "ops/fwd_api.h"
+#if defined(CFA_EMULATE)
+#include "ops/emulated/cdna3.h"
+#endif
 
 namespace chiplet_fa {
 namespace {
@@ -205,6 +208,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> bwd_cpu(
     bool causal, std::string mapping, int64_t num_xcds, bool deterministic) {
   const BwdArgs args{dout, q, k, v, out, softmax_lse, softmax_scale, causal, mapping, num_xcds,
                      deterministic};
+#if defined(CFA_EMULATE)
+  if (emulated_bwd_takes(q)) return emulated_bwd(args);
+#endif
   BwdTensors t;
   const BwdParams p = prepare_bwd(args, kCpuBlockM, kCpuBlockN, 1, detect_num_xcds(q.device()), t);
   switch (dtype_of(q)) {

@@ -13,6 +13,9 @@
 #include "mapping/mapping.h"
 #include "mapping/topology.h"
 #include "ops/fwd_api.h"
+#if defined(CFA_EMULATE)
+#include "ops/emulated/cdna3.h"
+#endif
 
 namespace chiplet_fa {
 namespace {
@@ -91,9 +94,12 @@ void fwd_all_tiles(const FwdParams& p) {
 std::tuple<at::Tensor, at::Tensor> fwd_cpu(const at::Tensor& q, const at::Tensor& k,
                                            const at::Tensor& v, std::optional<double> softmax_scale,
                                            bool causal, std::string mapping, int64_t num_xcds) {
+  const FwdArgs args{q, k, v, softmax_scale, causal, mapping, num_xcds};
+#if defined(CFA_EMULATE)
+  if (emulated_fwd_takes(q)) return emulated_fwd(args);
+#endif
   at::Tensor out, lse;
-  const FwdParams p = prepare_fwd({q, k, v, softmax_scale, causal, mapping, num_xcds},
-                                  kCpuBlockM, detect_num_xcds(q.device()), out, lse);
+  const FwdParams p = prepare_fwd(args, kCpuBlockM, detect_num_xcds(q.device()), out, lse);
   if (finish_without_kernel(p, out, lse)) return {out, lse};
   switch (dtype_of(q)) {
     case DType::kFloat16: fwd_all_tiles<at::Half, float>(p); break;
