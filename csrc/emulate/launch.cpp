@@ -1,7 +1,13 @@
 #include "emulate/launch.h"
 
+#include <algorithm>
+#include <atomic>
+#include <exception>
+#include <mutex>
 #include <stdexcept>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include <ATen/Parallel.h>
 
@@ -29,11 +35,32 @@ void run_grid(const Launch& launch) {
   Launch l = launch;
   l.trace_slot = trace_launch(l);
   // Workgroups are independent (their only shared state is global memory, and the kernels'
-  // cross-workgroup writes are atomics), so the host's threads take them in any order.
-  at::parallel_for(0, l.grid, 1, [&](int64_t begin, int64_t end) {
-    Workgroup& runner = Workgroup::of_this_thread();
-    for (int64_t id = begin; id < end; ++id) runner.run(l, id);
-  });
+  // cross-workgroup writes are atomics), so host threads take them in any order: as many threads
+  // as torch's intra-op setting (the calling one among them), each taking the next workgroup id
+  // until the grid is done or a workgroup failed. (at::parallel_for would run serially here: the
+  // extension is not compiled with OpenMP.)
+  std::atomic<int64_t> next{0};
+  std::atomic<bool> failed{false};
+  std::exception_ptr error;
+  std::mutex error_mutex;
+  auto worker = [&] {
+    std::unique_ptr<Workgroup> runner = Workgroup::acquire();
+    for (int64_t id; !failed.load() && (id = next++) < l.grid;) {
+      try {
+        runner->run(l, id);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(error_mutex);
+        if (!failed.exchange(true)) error = std::current_exception();
+      }
+    }
+    Workgroup::release(std::move(runner));
+  };
+  const int64_t threads = std::max<int64_t>(1, std::min<int64_t>(at::get_num_threads(), l.grid));
+  std::vector<std::thread> helpers;
+  for (int64_t i = 1; i < threads; ++i) helpers.emplace_back(worker);
+  worker();
+  for (std::thread& t : helpers) t.join();
+  if (error) std::rethrow_exception(error);
 }
 
 }  // namespace chiplet_fa::emu

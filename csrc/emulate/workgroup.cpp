@@ -3,6 +3,7 @@
 #include "platform.h"
 
 #include <cstdlib>
+#include <mutex>
 #include <new>
 #include <sstream>
 #include <stdexcept>
@@ -28,9 +29,29 @@ const char* wave_op_name(WaveOp op) {
   return "?";
 }
 
-Workgroup& Workgroup::of_this_thread() {
-  thread_local std::unique_ptr<Workgroup> runner(new Workgroup);
-  return *runner;
+namespace {
+std::mutex g_pool_mutex;
+std::vector<std::unique_ptr<Workgroup>>& pool() {
+  static auto* runners = new std::vector<std::unique_ptr<Workgroup>>;  // never destroyed: outlives exit
+  return *runners;
+}
+}  // namespace
+
+std::unique_ptr<Workgroup> Workgroup::acquire() {
+  {
+    std::lock_guard<std::mutex> lock(g_pool_mutex);
+    if (!pool().empty()) {
+      std::unique_ptr<Workgroup> runner = std::move(pool().back());
+      pool().pop_back();
+      return runner;
+    }
+  }
+  return std::unique_ptr<Workgroup>(new Workgroup);
+}
+
+void Workgroup::release(std::unique_ptr<Workgroup> runner) {
+  std::lock_guard<std::mutex> lock(g_pool_mutex);
+  pool().push_back(std::move(runner));
 }
 
 Workgroup& Workgroup::current() {
@@ -175,7 +196,9 @@ std::string Workgroup::deadlock_report() const {
     const std::string what = describe(begin);
     int end = begin + 1;
     while (end < n && describe(end) == what) ++end;
-    s << (begin ? "; " : "") << "threads " << begin << "-" << end - 1 << ": " << what;
+    s << (begin ? "; " : "");
+    if (end - begin == 1) s << "thread " << begin << ": " << what;
+    else s << "threads " << begin << "-" << end - 1 << ": " << what;
     begin = end;
   }
   return s.str();

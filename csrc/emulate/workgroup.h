@@ -24,7 +24,9 @@ constexpr int kWaveSize = 64;
 struct Site {
   const char* file;
   int line;
-  bool operator==(const Site& o) const { return line == o.line && std::strcmp(file, o.file) == 0; }
+  bool operator==(const Site& o) const {
+    return line == o.line && (file == o.file || std::strcmp(file, o.file) == 0);
+  }
 };
 
 enum class WaveOp : uint8_t { kShflXor, kAny, kMfmaF16, kMfmaBf16 };
@@ -36,8 +38,10 @@ using Combine = void (*)(const void* ins, void* outs, int lanes);
 
 class Workgroup {
  public:
-  // The workgroup runner of the calling host thread.
-  static Workgroup& of_this_thread();
+  // A runner (fibers and LDS) from a process-wide pool, and back: a runner is tied to no host
+  // thread between workgroups, so launches on short-lived threads reuse fiber stacks.
+  static std::unique_ptr<Workgroup> acquire();
+  static void release(std::unique_ptr<Workgroup> runner);
   // On a fiber: the workgroup it belongs to.
   static Workgroup& current();
   // On a fiber, whether one runs (false in host code).
