@@ -87,10 +87,15 @@ class CMakeBuild(build_ext):
             "cmake", "-S", str(ROOT), "-B", str(build_dir), "-G", "Ninja",
             f"-DCMAKE_PREFIX_PATH={torch.utils.cmake_prefix_path}",
             f"-DPython_EXECUTABLE={sys.executable}",
-            f"-DCMAKE_LIBRARY_OUTPUT_DIRECTORY={out_dir}",
+            f"-DCMAKE_LIBRARY_OUTPUT_DIRECTORY={build_dir / 'lib'}",
         ] + options)
         jobs = os.environ.get("MAX_JOBS", str(os.cpu_count() or 2))
         subprocess.check_call(["cmake", "--build", str(build_dir), "-j", jobs])
+        # Copied out rather than linked into out_dir: builds in different folders share out_dir,
+        # and ninja would take another build's newer library there for its own, up to date.
+        target = Path(self.get_ext_fullpath(ext.name))
+        out_dir.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(build_dir / "lib" / target.name, target)
 
 
 if __name__ == "__main__":
