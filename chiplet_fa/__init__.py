@@ -10,6 +10,7 @@ except ImportError as exc:  # pragma: no cover - message for a source checkout w
 
 from . import _ops  # noqa: F401,E402  (fake kernels)
 from . import _autograd  # noqa: F401,E402  (backward formulas)
+from . import emulate  # noqa: E402  (the emulated CDNA3 backend, when built)
 from .build import build_info, kernel_path  # noqa: E402
 from .interface import attention, scaled_dot_product_attention  # noqa: E402
 from .locality import explain  # noqa: E402

@@ -12,6 +12,9 @@
 #if CHIPLET_FA_GPU
 #include "ops/gpu/kernel_family.h"
 #endif
+#if defined(CFA_EMULATE)
+#include "ops/emulated/bind_emulate.h"
+#endif
 
 namespace chiplet_fa {
 namespace {
@@ -92,4 +95,7 @@ PYBIND11_MODULE(_C, m) {
   for (int i = 0; i < chiplet_fa::kNumMappings; ++i) names[i] = chiplet_fa::kMappingNames[i];
   m.attr("mapping_names") = names;
   chiplet_fa::locality::bind_locality(m);
+#if defined(CFA_EMULATE)
+  chiplet_fa::bind_emulate(m);
+#endif
 }
