@@ -7,6 +7,8 @@ The operand layout here is written from AMD's Matrix Instruction Calculator
 v_mfma_f32_16x16x16_f16 --detail-instruction`), independently of arch/cdna3.h and of
 tests/test_mfma_layout.py (which models cdna3.h's own algebra).
 """
+import contextlib
+
 import numpy as np
 import pytest
 import torch
@@ -120,6 +122,45 @@ def test_barrier_makes_lds_writes_visible_across_waves(threads, shift):
     assert torch.equal(got, want)
 
 
+@contextlib.contextmanager
+def schedule(order):
+    chiplet_fa._C.emulate.set_schedule(order)
+    try:
+        yield
+    finally:
+        chiplet_fa._C.emulate.set_schedule("ascending")
+
+
+@needs_emulation
+def test_the_schedule_order_exposes_a_missing_barrier():
+    runs = {}
+    for order in ("ascending", "descending", "shuffled"):
+        with schedule(order):
+            runs[order] = (chiplet_fa._C.emulate.barrier_exchange(256, 64, 2, barriers=True),
+                           chiplet_fa._C.emulate.barrier_exchange(256, 64, 2, barriers=False))
+    assert all(torch.equal(r[0], runs["ascending"][0]) for r in runs.values())
+    assert not torch.equal(runs["ascending"][1], runs["descending"][1])
+
+
+@needs_emulation
+@pytest.mark.parametrize("head_dim", [32, 128])
+@pytest.mark.parametrize("causal", [False, True])
+def test_kernels_do_not_depend_on_the_schedule(head_dim, causal):
+    # No LDS read the kernels make races with a write: every order gives the same bits (the
+    # deterministic backward: the atomic one sums dQ in schedule order).
+    gen = torch.Generator().manual_seed(head_dim)
+    q, dout = (torch.randn(1, 150, 4, head_dim, generator=gen).half() for _ in range(2))
+    k, v = (torch.randn(1, 100, 2, head_dim, generator=gen).half() for _ in range(2))
+    runs = []
+    for order in ("ascending", "descending", "shuffled"):
+        with schedule(order):
+            out, lse = torch.ops.chiplet_fa.fwd(q, k, v, None, causal, "swizzled_head_first", 3)
+            grads = torch.ops.chiplet_fa.bwd(dout, q, k, v, out, lse, None, causal, "swizzled_head_first", 3, True)
+            runs.append((out, lse, *grads))
+    for run in runs[1:]:
+        assert all(torch.equal(a, b) for a, b in zip(runs[0], run))
+
+
 @needs_emulation
 def test_lds_nobody_wrote_reads_as_nan():
     assert np.isnan(chiplet_fa._C.emulate.unwritten_lds())
@@ -133,6 +174,7 @@ def test_lds_nobody_wrote_reads_as_nan():
     ("divergent_call_site", r"different wave operations: this lane __shfl_xor at .*selftest.cpp:\d+, 32 lane"),
     ("misaligned_read", r"16-byte global read at 0x[0-9a-f]+ is not 16-byte aligned"),
     ("partial_wave_mfma", r"mfma_f32_16x16x16f16 in a partial wave"),
+    ("lds_overrun", r"wrote LDS byte 256, past the 256 bytes the launch allocated"),
 ])
 def test_broken_kernels_raise_instead_of_hanging(which, message):
     with pytest.raises(RuntimeError, match=message):

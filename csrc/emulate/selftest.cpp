@@ -40,12 +40,12 @@ CFA_GLOBAL void shfl_kernel(int mask, int width, const float* in, float* out) {
 
 CFA_GLOBAL void any_kernel(const int* in, int* out) { out[threadIdx.x] = __any(in[threadIdx.x]); }
 
-CFA_GLOBAL void exchange_kernel(int shift, int rounds, int* out) {
+CFA_GLOBAL void exchange_kernel(int shift, int rounds, bool barriers, int* out) {
   int* words = reinterpret_cast<int*>(dynamic_smem());
   const int t = threadIdx.x, n = blockDim.x;
   for (int r = 0; r < rounds; ++r) {
     words[t] = 1000 * r + t;
-    __syncthreads();
+    if (barriers) __syncthreads();
     out[r * n + t] = words[(t + shift) % n];
     __syncthreads();
   }
@@ -76,6 +76,8 @@ CFA_GLOBAL void extra_barrier_kernel(int) {
 
 CFA_GLOBAL void misaligned_read_kernel(const unsigned char* p) { CFA_CHECK_GLOBAL_READ(p + 8, 16); }
 
+CFA_GLOBAL void lds_overrun_kernel(int bytes) { dynamic_smem()[bytes + threadIdx.x] = 0; }
+
 CFA_GLOBAL void partial_wave_mfma_kernel(int) {
   const Float4 c = {0.f, 0.f, 0.f, 0.f};
   const Half4 a = {};
@@ -96,8 +98,9 @@ void any(int threads, const int* in, int* out) {
   CFA_LAUNCH(any_kernel, dim3(1), dim3(unsigned(threads)), 0, nullptr, in, out);
 }
 
-void barrier_exchange(int threads, int shift, int rounds, int* out) {
-  CFA_LAUNCH(exchange_kernel, dim3(1), dim3(unsigned(threads)), size_t(threads) * 4, nullptr, shift, rounds, out);
+void barrier_exchange(int threads, int shift, int rounds, bool barriers, int* out) {
+  CFA_LAUNCH(exchange_kernel, dim3(1), dim3(unsigned(threads)), size_t(threads) * 4, nullptr, shift, rounds, barriers,
+             out);
 }
 
 float unwritten_lds() {
@@ -113,6 +116,7 @@ void broken(const std::string& which) {
   else if (which == "divergent_call_site") CFA_LAUNCH(divergent_call_site_kernel, dim3(1), dim3(64), 0, nullptr, 0);
   else if (which == "extra_barrier") CFA_LAUNCH(extra_barrier_kernel, dim3(1), dim3(256), 0, nullptr, 0);
   else if (which == "misaligned_read") CFA_LAUNCH(misaligned_read_kernel, dim3(1), dim3(64), 0, nullptr, bytes);
+  else if (which == "lds_overrun") CFA_LAUNCH(lds_overrun_kernel, dim3(1), dim3(64), 256, nullptr, 256);
   else if (which == "partial_wave_mfma") CFA_LAUNCH(partial_wave_mfma_kernel, dim3(1), dim3(96), 0, nullptr, 0);
   else throw std::invalid_argument("selftest.broken: no kernel named " + which);
 }

@@ -15,12 +15,13 @@ void shfl_xor(int threads, int lane_mask, int width, const float* in, float* out
 // out[t] = __any(in[t]).
 void any(int threads, const int* in, int* out);
 // `rounds` times: work-item t writes a value to LDS word t, all pass __syncthreads, t reads word
-// (t + shift) % threads into out[round * threads + t], all pass __syncthreads again.
-void barrier_exchange(int threads, int shift, int rounds, int* out);
+// (t + shift) % threads into out[round * threads + t], all pass __syncthreads again. Without
+// `barriers` the kernel races: what it reads depends on the schedule (Schedule in workgroup.h).
+void barrier_exchange(int threads, int shift, int rounds, bool barriers, int* out);
 // What a work-item reads from LDS no one wrote (the emulator poisons it: NaN).
 float unwritten_lds();
 // Runs one of the broken kernels: early_return, divergent_wave_op, divergent_call_site,
-// extra_barrier, misaligned_read, partial_wave_mfma. Each throws std::runtime_error.
+// extra_barrier, misaligned_read, lds_overrun, partial_wave_mfma. Each throws std::runtime_error.
 void broken(const std::string& which);
 
 }  // namespace chiplet_fa::emu::selftest

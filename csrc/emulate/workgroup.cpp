@@ -2,8 +2,11 @@
 
 #include "platform.h"
 
+#include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <mutex>
+#include <random>
 #include <new>
 #include <sstream>
 #include <stdexcept>
@@ -17,7 +20,11 @@ thread_local Workgroup* tl_current = nullptr;  // the workgroup whose fibers run
 // fp16, bf16 and fp32, so a read of LDS nobody wrote shows up in the results.
 constexpr unsigned char kLdsPoison = 0xff;
 
+std::atomic<Schedule> g_schedule{Schedule::kAscending};
+
 }  // namespace
+
+void set_schedule(Schedule schedule) { g_schedule.store(schedule); }
 
 const char* wave_op_name(WaveOp op) {
   switch (op) {
@@ -102,7 +109,25 @@ void Workgroup::run(const Launch& launch, int64_t id) {
     throw;
   }
   tl_current = outer;
+  check_lds_tail();
   trace_workgroup(launch.trace_slot, trace_);
+}
+
+// A workgroup owns the LDS its launch asked for: the bytes past it must still be poison.
+void Workgroup::check_lds_tail() const {
+  const unsigned char *begin = lds_ + launch_->lds_bytes, *end = lds_ + kLdsBytes;
+  const unsigned char* hit = std::find_if(begin, end, [](unsigned char b) { return b != kLdsPoison; });
+  if (hit == end) return;
+  throw std::runtime_error(where(-1) + ": wrote LDS byte " + std::to_string(hit - lds_) + ", past the " +
+                           std::to_string(launch_->lds_bytes) + " bytes the launch allocated");
+}
+
+void Workgroup::visit_order(std::vector<int>& order, int64_t pass) const {
+  const int n = int(order.size());
+  for (int i = 0; i < n; ++i) order[size_t(i)] = i;
+  const Schedule s = g_schedule.load(std::memory_order_relaxed);
+  if (s == Schedule::kDescending) std::reverse(order.begin(), order.end());
+  if (s == Schedule::kShuffled) std::shuffle(order.begin(), order.end(), std::mt19937_64(uint64_t(id_) * 7919 + pass));
 }
 
 // Round-robin passes over the threads, each run until it blocks or returns. A pass that runs
@@ -110,9 +135,11 @@ void Workgroup::run(const Launch& launch, int64_t id) {
 void Workgroup::schedule() {
   const int n = launch_->block;
   int done = 0;
-  while (done < n) {
+  std::vector<int> order(static_cast<size_t>(n));
+  for (int64_t pass = 0; done < n; ++pass) {
+    visit_order(order, pass);
     bool ran = false;
-    for (int t = 0; t < n; ++t) {
+    for (const int t : order) {
       Thread& th = *threads_[size_t(t)];
       if (th.state != State::kReady) continue;
       ran = true;

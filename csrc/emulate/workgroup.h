@@ -32,6 +32,12 @@ struct Site {
 enum class WaveOp : uint8_t { kShflXor, kAny, kMfmaF16, kMfmaBf16 };
 const char* wave_op_name(WaveOp op);
 
+// The order a scheduling pass visits a workgroup's threads in (process-wide). A correct kernel's
+// results do not depend on it (beyond the order of float atomics): one that does reads LDS
+// another thread writes without a barrier between them, which comparing runs exposes.
+enum class Schedule : uint8_t { kAscending, kDescending, kShuffled };
+void set_schedule(Schedule schedule);
+
 // Computes the results of all `lanes` lanes of a wave from their operands (arrays of the
 // operation's In and Out types).
 using Combine = void (*)(const void* ins, void* outs, int lanes);
@@ -95,6 +101,8 @@ class Workgroup {
   Workgroup();
   static void thread_main(void*);
   void schedule();
+  void visit_order(std::vector<int>& order, int64_t pass) const;
+  void check_lds_tail() const;
   void suspend_running(State state);
   std::string where(int thread) const;
   std::string deadlock_report() const;

@@ -7,6 +7,7 @@
 
 #include "emulate/selftest.h"
 #include "emulate/trace.h"
+#include "emulate/workgroup.h"
 #include "ops/emulated/cdna3_tiles.h"
 #include "ops/fwd_api.h"
 
@@ -72,6 +73,16 @@ void bind_emulate(py::module_& root) {
           return py::make_tuple(block_m, block_n);
         }, py::arg("dtype"), py::arg("head_dim"), "(block_m, block_n) of the cdna3 forward a call runs");
 
+  m.def("set_schedule", [](const std::string& order) {
+          TORCH_CHECK_VALUE(order == "ascending" || order == "descending" || order == "shuffled",
+                            "emulate.set_schedule: order must be ascending, descending or shuffled, got ", order);
+          emu::set_schedule(order == "ascending"    ? emu::Schedule::kAscending
+                            : order == "descending" ? emu::Schedule::kDescending
+                                                    : emu::Schedule::kShuffled);
+        }, py::arg("order"),
+        "The order the emulator runs a workgroup's threads in between barriers (default ascending): results "
+        "that change with it expose a missing barrier");
+
   m.def("mfma", &mfma, py::arg("input"), py::arg("a"), py::arg("b"), py::arg("c"),
         "One wave's __builtin_amdgcn_mfma_f32_16x16x16{f16,bf16_1k}: lane l passes a[l], b[l] (raw 16-bit, int16 "
         "(64, 4)) and c[l] (float32 (64, 4)); returns d (64, 4)");
@@ -88,12 +99,12 @@ void bind_emulate(py::module_& root) {
           emu::selftest::any(int(in.numel()), in.data_ptr<int>(), out.data_ptr<int>());
           return out;
         }, py::arg("predicates"), "__any over a workgroup of predicates.numel() work-items");
-  m.def("barrier_exchange", [](int threads, int shift, int rounds) {
+  m.def("barrier_exchange", [](int threads, int shift, int rounds, bool barriers) {
           at::Tensor out = at::empty({rounds, threads}, at::kInt);
-          emu::selftest::barrier_exchange(threads, shift, rounds, out.data_ptr<int>());
+          emu::selftest::barrier_exchange(threads, shift, rounds, barriers, out.data_ptr<int>());
           return out;
-        }, py::arg("threads"), py::arg("shift"), py::arg("rounds"),
-        "Per round, what work-item t read from LDS word (t + shift) % threads after a barrier");
+        }, py::arg("threads"), py::arg("shift"), py::arg("rounds"), py::arg("barriers") = true,
+        "Per round, what work-item t read from LDS word (t + shift) % threads after a barrier (none: a race)");
   m.def("unwritten_lds", &emu::selftest::unwritten_lds, "What a work-item reads from LDS no one wrote");
   m.def("broken", &emu::selftest::broken, py::arg("which"),
         "Runs a kernel that breaks a rule the emulator enforces (it raises RuntimeError)");
