@@ -15,7 +15,7 @@ import chiplet_fa
 from chiplet_fa.emulate import compare_with_model, per_xcd_tiles, trace
 from devices import needs_emulation
 
-pytestmark = needs_emulation
+pytestmark = [pytest.mark.emulated, needs_emulation]
 
 # (batch, q heads, kv heads, seqlen_q, seqlen_k, head_dim, causal)
 SHAPES = [

@@ -16,6 +16,7 @@ import torch
 import chiplet_fa
 from devices import EMULATED, needs_emulation
 
+pytestmark = pytest.mark.emulated  # each test that needs the emulator also skips without it
 LANE = np.arange(64)
 
 
