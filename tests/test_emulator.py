@@ -208,9 +208,9 @@ def test_build_info_says_whether_the_emulator_is_built():
     info = chiplet_fa.build_info()
     assert chiplet_fa.emulate.available() == EMULATED == hasattr(chiplet_fa._C, "emulate")
     if not EMULATED:
-        assert "emulating" not in info["backend"]
+        assert "emulating" not in info["backend"] and chiplet_fa.kernel_path("cpu") == "cpu"
         return
-    assert info["backend"] == "cpu (emulating cdna3)"
+    assert info["backend"] == "cpu (emulating cdna3)" and "cdna3, emulated" in chiplet_fa.kernel_path("cpu")
     assert info["kernels"]["cdna3"]["fwd"]["dtypes"] == ["bf16", "fp16"]
     assert info["kernels"]["cdna3"]["bwd"]["head_dims"] == [32, 64, 96, 128]
     assert "Clang" in info["cxx_compiler"]

@@ -78,11 +78,6 @@ Fiber::Fiber() {
 
 Fiber::~Fiber() { munmap(mapping_, page_bytes() + kStackBytes); }
 
-bool Fiber::in_guard(const void* addr) const {
-  const auto* a = static_cast<const unsigned char*>(addr);
-  return a >= mapping_ && a < mapping_ + page_bytes();
-}
-
 void Fiber::main(void* self) {
   auto* f = static_cast<Fiber*>(self);
   f->entry_(f->arg_);

@@ -39,8 +39,6 @@ class Fiber {
   // On the fiber: back to the resume() that ran it.
   void suspend();
   bool finished() const { return finished_; }
-  // Whether addr lies in this fiber's guard page (a fault there is a stack overflow).
-  bool in_guard(const void* addr) const;
 
  private:
   static void main(void* self);

@@ -26,7 +26,8 @@ void global_read(const void* address, size_t bytes) {
           << " of " << r.name << " (" << r.size[3] << " columns)";
       wg.fail(msg.str());
     }
-    if (launch.trace_slot >= 0) wg.trace().record(wg.block_id(), int(i), index);
+    if (launch.trace_slot >= 0 && !wg.trace().record(wg.block_id(), int(i), index))
+      wg.fail("shape too large to trace (batch and heads below 65536, rows below 2^28)");
     return;
   }
   std::ostringstream msg;

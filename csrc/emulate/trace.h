@@ -37,8 +37,9 @@ struct TraceBuffer {
     reads.clear();
     seen.clear();
   }
-  // Records (region, batch, head, row) unless this workgroup read it before.
-  void record(int64_t wid, int region, const int64_t index[4]);
+  // Records (region, batch, head, row) unless this workgroup read it before; false when the
+  // index does not fit the record (batch and head below 2^16, row below 2^28).
+  bool record(int64_t wid, int region, const int64_t index[4]);
 };
 
 // Starts recording every launch until end_trace(); one session at a time (process-wide).

@@ -64,10 +64,15 @@ py::dict build_info() {
   return d;
 }
 
-// The kernel family a call on `device` runs: "cpu" on the CPU, else the GPU family chosen for it.
+// The kernel family a call on `device` runs: "cpu" on the CPU (in an emulated build, with the
+// calls that run the emulated cdna3 kernels named), else the GPU family chosen for it.
 std::string device_kernel_path(const std::string& device) {
   const c10::Device d(device);
+#if defined(CFA_EMULATE)
+  if (!d.is_cuda()) return "cpu (float16/bfloat16 with a head dim the cdna3 kernels cover: cdna3, emulated)";
+#else
   if (!d.is_cuda()) return "cpu";
+#endif
 #if CHIPLET_FA_GPU
   return kernel_path(d);
 #else
