@@ -72,10 +72,14 @@ class CMakeBuild(build_ext):
 
         backend = pick_backend(torch)
         out_dir = Path(self.get_ext_fullpath(ext.name)).resolve().parent
-        build_dir = Path(self.build_temp).resolve() / backend
+        emulate = os.environ.get("CHIPLET_FA_EMULATE", "").strip()
+        # An emulated build (clang, more units) keeps its own CMake cache, and a plain one resets
+        # the variable, so neither inherits the other's.
+        build_dir = Path(self.build_temp).resolve() / (backend + (f"-emulate-{emulate}" if emulate else ""))
         build_dir.mkdir(parents=True, exist_ok=True)
-        options = [f"-DCHIPLET_FA_BACKEND={backend}"] + gpu_arch_args(torch, backend)
-        for var in ("CHIPLET_FA_DTYPES", "CHIPLET_FA_HDIMS", "CHIPLET_FA_EMULATE"):
+        options = ([f"-DCHIPLET_FA_BACKEND={backend}", f"-DCHIPLET_FA_EMULATE={emulate}"] +
+                   gpu_arch_args(torch, backend))
+        for var in ("CHIPLET_FA_DTYPES", "CHIPLET_FA_HDIMS"):
             if os.environ.get(var):
                 options.append(f"-D{var}=" + os.environ[var].replace(",", ";"))
         print(f"chiplet_fa: building in {build_dir} with {' '.join(options)}", flush=True)
@@ -83,10 +87,15 @@ class CMakeBuild(build_ext):
             "cmake", "-S", str(ROOT), "-B", str(build_dir), "-G", "Ninja",
             f"-DCMAKE_PREFIX_PATH={torch.utils.cmake_prefix_path}",
             f"-DPython_EXECUTABLE={sys.executable}",
-            f"-DCMAKE_LIBRARY_OUTPUT_DIRECTORY={out_dir}",
+            f"-DCMAKE_LIBRARY_OUTPUT_DIRECTORY={build_dir / 'lib'}",
         ] + options)
         jobs = os.environ.get("MAX_JOBS", str(os.cpu_count() or 2))
         subprocess.check_call(["cmake", "--build", str(build_dir), "-j", jobs])
+        # Copied out rather than linked into out_dir: builds in different folders share out_dir,
+        # and ninja would take another build's newer library there for its own, up to date.
+        target = Path(self.get_ext_fullpath(ext.name))
+        out_dir.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(build_dir / "lib" / target.name, target)
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ except ImportError as exc:  # pragma: no cover - message for a source checkout w
 
 from . import _ops  # noqa: F401,E402  (fake kernels)
 from . import _autograd  # noqa: F401,E402  (backward formulas)
+from . import emulate  # noqa: E402  (the emulated CDNA3 backend, when built)
 from .build import build_info, kernel_path  # noqa: E402
 from .flash_api import (flash_attn_func, flash_attn_kvpacked_func, flash_attn_qkvpacked_func,  # noqa: E402
                         flash_attn_varlen_func, flash_attn_varlen_kvpacked_func, flash_attn_varlen_qkvpacked_func)

@@ -69,3 +69,12 @@ CFA_DEVICE void device_fail(const char* what) {
 #define CFA_LAUNCH(kernel, grid, block, smem_bytes, stream, ...) \
   kernel<<<grid, block, smem_bytes, stream>>>(__VA_ARGS__)
 #endif
+
+// A CPU build that runs the CDNA3 kernels on the host (CHIPLET_FA_EMULATE=cdna3 defines
+// CFA_EMULATE): csrc/emulate/ provides the launch, the LDS and the stream type instead of HIP,
+// and checks the copy path's global reads (CFA_CHECK_GLOBAL_READ, a no-op on a GPU).
+#if defined(CFA_EMULATE) && !defined(CFA_HIP) && !defined(CFA_CUDA)
+#include "emulate/emulated_platform.h"
+#else
+#define CFA_CHECK_GLOBAL_READ(address, bytes) ((void)0)
+#endif

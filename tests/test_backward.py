@@ -9,7 +9,8 @@ from hypothesis import strategies as st
 
 import chiplet_fa
 from _bwd_reference import attention_grads_ref, attention_ref
-from devices import DEVICES
+from devices import DEVICES_AND_EMULATOR as DEVICES
+from devices import torch_device
 MAPPINGS = ["block_first", "head_first", "swizzled_block_first", "swizzled_head_first"]
 # Error floor per dtype, relative to the largest reference gradient: covers cases where the
 # input-dtype computation happens to be nearly exact.
@@ -39,7 +40,7 @@ def num_threads(n):
 def make_inputs(batch, n_q, n_k, h_q, h_kv, d, dtype, device, seed=0, requires_grad=False):
     g = torch.Generator().manual_seed(seed)
     shapes = [(batch, n_q, h_q, d), (batch, n_k, h_kv, d), (batch, n_k, h_kv, d), (batch, n_q, h_q, d)]
-    q, k, v, dout = (torch.randn(s, generator=g, dtype=torch.float64).to(device=device, dtype=dtype)
+    q, k, v, dout = (torch.randn(s, generator=g, dtype=torch.float64).to(device=torch_device(device), dtype=dtype)
                      for s in shapes)
     for t in (q, k, v):
         t.requires_grad_(requires_grad)
@@ -89,6 +90,20 @@ def test_grads_match_reference(device):
         assert_two_x_rule(got, q, k, v, dout, pb["causal"])
 
     check()
+
+
+@pytest.mark.parametrize("device", [d for d in DEVICES if d != "cpu"])
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("d, causal, deterministic", [
+    (32, False, False), (32, True, True), (64, True, False), (64, False, True),
+    (96, False, False), (96, True, True), (128, True, False), (128, False, True), (20, True, False),
+])
+def test_grads_every_kernel_head_dim(device, dtype, d, causal, deterministic):
+    # Each backward head dim (fp16/bf16, causal or not, both dQ modes), and a padded one; GQA,
+    # N_q > N_k with rows that see no key, neither a multiple of a tile.
+    q, k, v, dout = make_inputs(1, 100, 70, 4, 2, d, dtype, device, seed=d)
+    got = chiplet_grads(q, k, v, dout, causal, "swizzled_head_first", 3, deterministic)
+    assert_two_x_rule(got, q, k, v, dout, causal)
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -147,7 +162,7 @@ def test_deterministic_is_bitwise_reproducible(device):
     first = chiplet_grads(q, k, v, dout, True, "block_first", 1, deterministic=True)
     runs = [chiplet_grads(q, k, v, dout, True, m, x, deterministic=True)
             for m in MAPPINGS for x in (1, 3, 8)]
-    if device == "cpu":
+    if device in ("cpu", "emulated"):
         with num_threads(1):
             runs.append(chiplet_grads(q, k, v, dout, True, "head_first", 1, deterministic=True))
     for run in runs:

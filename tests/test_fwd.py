@@ -5,7 +5,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import chiplet_fa
-from devices import DEVICES
+from devices import DEVICES_AND_EMULATOR as DEVICES
+from devices import torch_device
 from reference import assert_close_to_ref, attention_ref, fully_masked_rows
 
 MAPPINGS = ("auto",) + chiplet_fa.MAPPINGS
@@ -14,8 +15,13 @@ FLOORS = {torch.float16: (1e-3, 1e-3), torch.bfloat16: (8e-3, 1e-3),
           torch.float32: (1e-5, 1e-5), torch.float64: (1e-10, 1e-5)}
 CPU_DTYPES = tuple(FLOORS)
 GPU_DTYPES = (torch.float16, torch.bfloat16)
-# GPU kernels take head dims in steps of 8; others are padded by the binding.
+# GPU kernels take head dims in steps of 8; others are padded by the binding. The emulated CDNA3
+# kernels (gfx942's 64 KB of LDS) stop at 128.
 GPU_HEAD_DIMS = tuple(range(8, 257, 8)) + (20, 100)
+KERNEL_HEAD_DIMS = {"cuda": GPU_HEAD_DIMS, "emulated": tuple(d for d in GPU_HEAD_DIMS if d <= 128)}
+# Largest lengths and KV heads drawn: the emulator runs a GPU-shaped problem ~1000x slower.
+MAX_LEN = {"cpu": 260, "cuda": 400, "emulated": 200}
+MAX_KV_HEADS = {"cpu": 3, "cuda": 4, "emulated": 2}
 # Tiles: 64 rows on CPU, 128x64 on GPU; lengths straddle both.
 EDGE_LENGTHS = (1, 2, 63, 64, 65, 127, 128, 129, 191, 257)
 
@@ -23,17 +29,17 @@ EDGE_LENGTHS = (1, 2, 63, 64, 65, 127, 128, 129, 191, 257)
 @st.composite
 def problems(draw, device):
     gpu = device != "cpu"
-    max_len = 400 if gpu else 260
+    max_len = MAX_LEN[device]
     length = st.one_of(st.sampled_from([n for n in EDGE_LENGTHS if n <= max_len]),
                        st.integers(1, max_len))
-    num_kv_heads = draw(st.integers(1, 4 if gpu else 3))
+    num_kv_heads = draw(st.integers(1, MAX_KV_HEADS[device]))
     return dict(
         batch=draw(st.integers(1, 2)),
         seqlen_q=draw(length),
         seqlen_k=draw(length),
         num_kv_heads=num_kv_heads,
-        num_q_heads=num_kv_heads * draw(st.integers(1, 4 if gpu else 3)),
-        head_dim=draw(st.sampled_from(GPU_HEAD_DIMS) if gpu else
+        num_q_heads=num_kv_heads * draw(st.integers(1, 4 if device == "cuda" else 3)),
+        head_dim=draw(st.sampled_from(KERNEL_HEAD_DIMS[device]) if gpu else
                       st.one_of(st.sampled_from([1, 2, 3, 64, 255, 256]), st.integers(1, 256))),
         causal=draw(st.booleans()),
         dtype=draw(st.sampled_from(GPU_DTYPES if gpu else CPU_DTYPES)),
@@ -46,7 +52,7 @@ def random_qkv(p, device, seed=0):
 
     def rand(n, h):
         shape = (p["batch"], n, h, p["head_dim"])
-        return torch.randn(shape, generator=gen, dtype=torch.float64).to(device, p["dtype"])
+        return torch.randn(shape, generator=gen, dtype=torch.float64).to(torch_device(device), p["dtype"])
 
     return (rand(p["seqlen_q"], p["num_q_heads"]), rand(p["seqlen_k"], p["num_kv_heads"]),
             rand(p["seqlen_k"], p["num_kv_heads"]))
@@ -62,7 +68,7 @@ def check_against_reference(p, device, mapping="auto", num_xcds=-1):
     out_floor, lse_floor = FLOORS[q.dtype]
     assert_close_to_ref(out, out_ref, out_pt, out_floor, "out")
     assert_close_to_ref(lse, lse_ref, lse_pt.float(), lse_floor, "lse")
-    masked = fully_masked_rows(p["seqlen_q"], p["seqlen_k"], p["causal"]).to(device)
+    masked = fully_masked_rows(p["seqlen_q"], p["seqlen_k"], p["causal"]).to(torch_device(device))
     assert (out[:, masked] == 0).all(), "fully masked rows must give exactly 0"
     assert (lse[:, :, masked] == float("-inf")).all(), "fully masked rows must give lse -inf"
     return out, lse
@@ -87,6 +93,18 @@ def test_every_mapping_and_domain_count_gives_identical_results(device, data):
         assert torch.equal(got[0], first[0]) and torch.equal(got[1], first[1]), mapping
 
 
+@pytest.mark.parametrize("device", [d for d in DEVICES if d != "cpu"])
+@pytest.mark.parametrize("dtype", GPU_DTYPES)
+@pytest.mark.parametrize("head_dim", (32, 64, 96, 128, 8, 20, 72, 100))
+@pytest.mark.parametrize("causal", [False, True])
+def test_every_kernel_head_dim_matches_reference(device, dtype, head_dim, causal):
+    # Each instantiation (fp16/bf16 x head dims 32..128 x causal) once, and head dims the binding
+    # pads; N_q > N_k, neither a multiple of a tile, GQA.
+    p = dict(batch=1, seqlen_q=130, seqlen_k=97, num_q_heads=4, num_kv_heads=2, head_dim=head_dim,
+             causal=causal, dtype=dtype, softmax_scale=None)
+    check_against_reference(p, device, "swizzled_head_first", num_xcds=3)
+
+
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("mapping", MAPPINGS)
 def test_each_mapping_matches_reference_on_a_many_tile_gqa_problem(device, mapping):
@@ -103,7 +121,7 @@ def test_rows_that_see_no_key_give_zero_and_minus_inf(device, seqlen_q, seqlen_k
     p = dict(batch=2, seqlen_q=seqlen_q, seqlen_k=seqlen_k, num_q_heads=4, num_kv_heads=2,
              head_dim=32, causal=True, dtype=dtype, softmax_scale=None)
     out, lse = check_against_reference(p, device)
-    visible = ~fully_masked_rows(seqlen_q, seqlen_k, True).to(device)
+    visible = ~fully_masked_rows(seqlen_q, seqlen_k, True).to(torch_device(device))
     assert torch.isfinite(lse[:, :, visible]).all() and torch.isfinite(out).all()
 
 
@@ -115,8 +133,8 @@ def test_rows_that_see_no_key_give_zero_and_minus_inf(device, seqlen_q, seqlen_k
 ])
 def test_empty_problems_return_empty_results(device, shape_q, shape_k):
     dtype = torch.float16 if device != "cpu" else torch.float32
-    q = torch.randn(shape_q, device=device, dtype=dtype)
-    k = torch.randn(shape_k, device=device, dtype=dtype)
+    q = torch.randn(shape_q, device=torch_device(device), dtype=dtype)
+    k = torch.randn(shape_k, device=torch_device(device), dtype=dtype)
     out, lse = torch.ops.chiplet_fa.fwd(q, k, k.clone(), causal=True)
     assert out.shape == shape_q and out.dtype == dtype and out.device == q.device
     assert lse.shape == (shape_q[0], shape_q[2], shape_q[1]) and lse.dtype == torch.float32
@@ -126,7 +144,7 @@ def test_empty_problems_return_empty_results(device, shape_q, shape_k):
 def test_strided_inputs_are_read_through_their_strides(device):
     # q, k, v as views of one packed (B, N, 3, H, D) tensor, as a fused QKV projection gives.
     dtype = torch.float16 if device != "cpu" else torch.float64
-    qkv = torch.randn(2, 150, 3, 4, 40, device=device, dtype=dtype)
+    qkv = torch.randn(2, 150, 3, 4, 40, device=torch_device(device), dtype=dtype)
     q, k, v = qkv.unbind(2)
     assert not q.is_contiguous()
     out, lse = torch.ops.chiplet_fa.fwd(q, k, v, causal=True)
@@ -137,7 +155,7 @@ def test_strided_inputs_are_read_through_their_strides(device):
 @pytest.mark.parametrize("device", DEVICES)
 def test_attention_returns_the_op_output(device):
     dtype = torch.float16 if device != "cpu" else torch.float32
-    q, k, v = (torch.randn(1, 70, 4, 16, device=device, dtype=dtype) for _ in range(3))
+    q, k, v = (torch.randn(1, 70, 4, 16, device=torch_device(device), dtype=dtype) for _ in range(3))
     out = chiplet_fa.attention(q, k, v, causal=True, softmax_scale=0.3, mapping="block_first")
     assert torch.equal(out, torch.ops.chiplet_fa.fwd(q, k, v, 0.3, True, "block_first")[0])
 
@@ -148,9 +166,8 @@ def test_attention_returns_the_op_output(device):
 def test_sdpa_is_a_drop_in_for_torch(device, seqlen_q, seqlen_k, is_causal):
     dtype = torch.float64 if device == "cpu" else torch.float16
     gen = torch.Generator().manual_seed(1)
-    query = torch.randn(2, 6, seqlen_q, 24, generator=gen, dtype=torch.float64).to(device, dtype)
-    key = torch.randn(2, 2, seqlen_k, 24, generator=gen, dtype=torch.float64).to(device, dtype)
-    value = torch.randn(2, 2, seqlen_k, 24, generator=gen, dtype=torch.float64).to(device, dtype)
+    query, key, value = (torch.randn(2, h, n, 24, generator=gen, dtype=torch.float64).to(torch_device(device), dtype)
+                         for h, n in ((6, seqlen_q), (2, seqlen_k), (2, seqlen_k)))
     got = chiplet_fa.scaled_dot_product_attention(query, key, value, is_causal=is_causal,
                                                   scale=0.4, enable_gqa=True)
     want, same_dtype = (torch.nn.functional.scaled_dot_product_attention(

@@ -30,6 +30,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 # Resource summary comments clang writes after each kernel in the assembly.
 RESOURCES = {"vgpr": "NumVgprs", "agpr": "NumAgprs", "scratch": "ScratchSize"}
+# The HIP build's floating-point flags (CMakeLists.txt, CFA_CDNA3_MATH_FLAGS), so the check sees the
+# code the build makes.
+HIP_MATH_FLAGS = ["-ffast-math", "-fno-finite-math-only"]
 FAMILY = re.compile(r"^#define CFA_FAMILY_(MMA_SYNC|SM90|CDNA3)\b", re.MULTILINE)
 
 
@@ -71,7 +74,7 @@ def hip_step(tu, out_dir, args):
     asm, obj = out_dir / f"{tu.stem}.{args.hip_arch}.s", out_dir / f"{tu.stem}.{args.hip_arch}.o"
     steps = [
         [args.clang, "-x", "hip", f"--offload-arch={args.hip_arch}", "-nogpulib", "--cuda-device-only",
-         "-O3", "-std=c++20", "-I", str(args.include), "-S", str(tu), "-o", str(asm)],
+         "-O3", *HIP_MATH_FLAGS, "-std=c++20", "-I", str(args.include), "-S", str(tu), "-o", str(asm)],
         [args.llvm_mc, "--triple=amdgcn-amd-amdhsa", f"--mcpu={args.hip_arch}", "-filetype=obj",
          str(asm), "-o", str(obj)],
     ]

@@ -110,7 +110,10 @@ CFA_DEVICE bool warp_any(bool pred) { return __any(pred); }
 using Words4 = uint32_t __attribute__((ext_vector_type(4)));
 CFA_DEVICE void copy_16B_async(void* smem, const void* gmem, bool valid) {
   Words4 v = {0u, 0u, 0u, 0u};
-  if (valid) v = *static_cast<const Words4*>(gmem);
+  if (valid) {
+    CFA_CHECK_GLOBAL_READ(gmem, 16);
+    v = *static_cast<const Words4*>(gmem);
+  }
   *static_cast<Words4*>(smem) = v;
 }
 CFA_DEVICE void copy_commit() {}

@@ -26,8 +26,11 @@
 #if (defined(CFA_FAMILY_SM90) || defined(CFA_FAMILY_MMA_SYNC)) && !defined(CFA_CUDA)
 #error "the NVIDIA kernel families compile as CUDA"
 #endif
-#if defined(CFA_FAMILY_CDNA3) && !defined(CFA_HIP)
-#error "the CDNA3 kernel family compiles as HIP"
+#if defined(CFA_FAMILY_CDNA3) && !defined(CFA_HIP) && !defined(CFA_EMULATE)
+#error "the CDNA3 kernel family compiles as HIP, or as host C++ in an emulated build (CHIPLET_FA_EMULATE=cdna3)"
+#endif
+#if defined(CFA_FAMILY_CDNA3) && defined(CFA_EMULATE)
+#include "emulate/device.h"  // HIP's device API, run by the emulator
 #endif
 
 namespace chiplet_fa::CFA_FAMILY {

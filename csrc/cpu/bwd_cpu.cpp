@@ -22,6 +22,9 @@
 #include "cpu/cpu_backend.h"
 #include "cpu/scores.h"
 #include "mapping/topology.h"
+#if defined(CFA_EMULATE)
+#include "ops/emulated/cdna3.h"
+#endif
 
 namespace chiplet_fa {
 namespace {
@@ -206,6 +209,9 @@ void bwd_all(const BwdParams& p) {
 }  // namespace
 
 BwdResult bwd_cpu(const BwdArgs& args) {
+#if defined(CFA_EMULATE)
+  if (emulated_bwd_takes(args.q)) return emulated_bwd(args);
+#endif
   BwdTensors t;
   BwdParams p = prepare_bwd(args, kCpuBlockM, kCpuBlockN, 1, detect_num_xcds(args.q.device()), t);
   RaggedGrid q_grid(p.cu_seqlens_q, p.batch, kCpuBlockM), k_grid(p.cu_seqlens_k, p.batch, kCpuBlockN);

@@ -14,6 +14,9 @@
 #include "cpu/scores.h"
 #include "mapping/mapping.h"
 #include "mapping/topology.h"
+#if defined(CFA_EMULATE)
+#include "ops/emulated/cdna3.h"
+#endif
 
 namespace chiplet_fa {
 namespace {
@@ -94,6 +97,9 @@ void fwd_all_tiles(const FwdParams& p) {
 }  // namespace
 
 FwdResult fwd_cpu(const FwdArgs& args, const std::optional<at::Tensor>& given_out) {
+#if defined(CFA_EMULATE)
+  if (emulated_fwd_takes(args.q)) return emulated_fwd(args, given_out);
+#endif
   at::Tensor out, lse;
   FwdParams p = prepare_fwd(args, kCpuBlockM, detect_num_xcds(args.q.device()), out, lse, given_out);
   if (finish_without_kernel(p, out, lse)) return {out, lse};

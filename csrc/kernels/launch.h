@@ -21,7 +21,7 @@ constexpr KernelGeometry geometry(KernelFamily f) {
   return KernelGeometry{128, f == KernelFamily::kSm90 ? 128 : 64, 64, 64};
 }
 
-#if defined(CFA_CUDA) || defined(CFA_HIP)
+#if defined(CFA_CUDA) || defined(CFA_HIP) || defined(CFA_EMULATE)
 // run_bwd: preprocess, main pass (atomic dQ unless p.deterministic) and, when deterministic,
 // the dQ pass.
 #define CFA_DECLARE_LAUNCHERS(family)                                    \

@@ -181,6 +181,56 @@ void bind_locality(py::module_& root) {
         "The lengths the op's mapping='auto' decides a packed batch with: (seqlen_q, seqlen_k, seqlens_q, "
         "seqlens_k); exact from cu_seqlens read on the host, the mean length without them (a GPU's)");
 
+  // The trace the simulator replays, and the simulator on a given trace (an emulated kernel's,
+  // chiplet_fa.emulate): per dispatch domain, (q_bytes, [K/V pair keys]) per workgroup.
+  using Streams = std::vector<std::vector<std::pair<int64_t, std::vector<int64_t>>>>;
+  m.def("model_streams",
+        [](const Topology& topo, int64_t batch, int64_t num_q_heads, int64_t num_kv_heads, int64_t seqlen_q,
+           int64_t seqlen_k, int64_t head_dim, int elem_bytes, bool causal, int block_m, int block_n,
+           std::vector<int64_t> seqlens_q, std::vector<int64_t> seqlens_k, const std::string& mapping,
+           int mapping_xcds) {
+          const AttnShape s = shape_of(batch, num_q_heads, num_kv_heads, seqlen_q, seqlen_k, head_dim, elem_bytes,
+                                       causal, block_m, block_n, std::move(seqlens_q), std::move(seqlens_k));
+          Streams out;
+          for (const auto& domain : model_streams(topo, s, policy_by_name(mapping), xcds_or_domains(mapping_xcds, topo))) {
+            auto& o = out.emplace_back();
+            for (const WorkgroupStream& w : domain) o.emplace_back(w.q_bytes, w.pairs);
+          }
+          return out;
+        },
+        py::arg("topology"), py::arg("batch"), py::arg("num_q_heads"), py::arg("num_kv_heads"), py::arg("seqlen_q"),
+        py::arg("seqlen_k"), py::arg("head_dim"), py::arg("elem_bytes") = 2, py::arg("causal") = false,
+        py::arg("block_m") = 128, py::arg("block_n") = 64, py::arg("seqlens_q") = std::vector<int64_t>{},
+        py::arg("seqlens_k") = std::vector<int64_t>{}, py::arg("mapping") = "swizzled_head_first",
+        py::arg("mapping_xcds") = -1,
+        "The per-domain streams simulate() replays: [(q_bytes, [pair keys: acc * num_n_blocks + n_block])] per domain");
+  m.def("simulate_streams",
+        [](const Topology& topo, int64_t batch, int64_t num_q_heads, int64_t num_kv_heads, int64_t seqlen_q,
+           int64_t seqlen_k, int64_t head_dim, int elem_bytes, bool causal, int block_m, int block_n,
+           std::vector<int64_t> seqlens_q, std::vector<int64_t> seqlens_k, const Streams& streams) {
+          const AttnShape s = shape_of(batch, num_q_heads, num_kv_heads, seqlen_q, seqlen_k, head_dim, elem_bytes,
+                                       causal, block_m, block_n, std::move(seqlens_q), std::move(seqlens_k));
+          DomainStreams in;
+          for (const auto& domain : streams) {
+            auto& d = in.emplace_back();
+            for (const auto& [q_bytes, pairs] : domain) d.push_back(WorkgroupStream{q_bytes, pairs});
+          }
+          Traffic t;
+          try {
+            validate(topo);
+            py::gil_scoped_release release;
+            t = simulate_streams(topo, s, in);
+          } catch (const std::invalid_argument& e) {
+            throw py::value_error(e.what());
+          }
+          return to_dict(t);
+        },
+        py::arg("topology"), py::arg("batch"), py::arg("num_q_heads"), py::arg("num_kv_heads"), py::arg("seqlen_q"),
+        py::arg("seqlen_k"), py::arg("head_dim"), py::arg("elem_bytes") = 2, py::arg("causal") = false,
+        py::arg("block_m") = 128, py::arg("block_n") = 64, py::arg("seqlens_q") = std::vector<int64_t>{},
+        py::arg("seqlens_k") = std::vector<int64_t>{}, py::arg("streams"),
+        "simulate() on given per-domain streams (as model_streams returns them) instead of the model's own");
+
   m.def("detect_xcds_rocm",
         [](const std::string& kfd_root, int64_t device_index, std::optional<std::string> env_override,
            std::optional<std::string> visible_devices, int64_t cu_count, const std::string& arch) {

@@ -6,6 +6,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <vector>
 
 #include "mapping/mapping.h"
 #include "topology_presets.h"
@@ -41,5 +42,20 @@ struct Traffic {
 Traffic simulate(const Topology& topo, const AttnShape& shape, Mapping policy, int mapping_xcds,
                  const std::function<void(int64_t, int64_t)>& progress = {});
 Traffic estimate(const Topology& topo, const AttnShape& shape, Mapping policy, int mapping_xcds);
+
+// A workgroup as the simulator replays it: the Q bytes it reads and its K/V tile pairs in the
+// order it reads them, each keyed acc * num_n_blocks + n_block (acc: AttnShape::acc_of).
+struct WorkgroupStream {
+  int64_t q_bytes = 0;
+  std::vector<int64_t> pairs;
+};
+// Per dispatch domain, its workgroups in dispatch order.
+using DomainStreams = std::vector<std::vector<WorkgroupStream>>;
+
+// The streams simulate() replays: the model's own trace of the forward.
+DomainStreams model_streams(const Topology& topo, const AttnShape& shape, Mapping policy, int mapping_xcds);
+// simulate() on given streams (one per dispatch domain of topo), e.g. those an emulated kernel
+// read (chiplet_fa.emulate), instead of the model's own.
+Traffic simulate_streams(const Topology& topo, const AttnShape& shape, const DomainStreams& streams);
 
 }  // namespace chiplet_fa::locality

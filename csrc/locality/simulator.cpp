@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <stdexcept>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -55,18 +57,28 @@ class PairCache {
   std::vector<uint64_t> stamps_;
 };
 
+// The workgroup at one position of a domain's queue, as the replay needs it: the Q bytes it reads
+// and its K/V tile pairs, step s being keys[s], or first_key + s when keys is null (the model's
+// own workgroups read their ACC's pairs in order).
+struct Work {
+  int64_t q_bytes = 0, steps = 0, first_key = 0;
+  const int64_t* keys = nullptr;
+  int64_t key(int64_t step) const { return keys ? keys[step] : first_key + step; }
+};
+
 struct Slot {
   bool busy = false;
   int64_t ready_round = 0;  // first round the slot may start its next workgroup
-  int64_t acc = 0, step = 0, steps = 0;
+  int64_t step = 0;
+  Work work;
 };
 
-Traffic simulate_domain(const Topology& topo, const AttnShape& shape, Mapping policy,
-                        const GridShape& g, int64_t d, int64_t n, std::atomic<int64_t>& done) {
+// Replays a domain's queue of `length` workgroups, work_at(position) each, through its cache.
+template <typename WorkAt>
+Traffic replay_domain(const Topology& topo, const AttnShape& shape, int64_t length, const WorkAt& work_at,
+                      std::atomic<int64_t>& done) {
   const int64_t S = topo.slots_per_domain();
-  const int64_t L = queue_length(grid_size(g), d, n);
   const int64_t pair_bytes = 2 * shape.kv_tile_bytes(topo.line_bytes);
-  const int64_t n_blocks = shape.num_n_blocks();
   PairCache cache(pair_geometry(topo, shape));
   std::vector<Slot> slots(static_cast<size_t>(S));
   const double stagger = effective_stagger(topo, shape);
@@ -74,25 +86,22 @@ Traffic simulate_domain(const Topology& topo, const AttnShape& shape, Mapping po
 
   Traffic t;
   int64_t next = 0, active = 0, hits = 0, reads = 0, reported = 0;
-  for (int64_t round = 0; next < L || active > 0; ++round) {
+  for (int64_t round = 0; next < length || active > 0; ++round) {
     for (Slot& sl : slots) {
       // A free slot takes the next workgroup of the queue; one with no K/V step (a causal
       // tile above the diagonal) only reads Q and writes O.
-      while (!sl.busy && next < L && round >= sl.ready_round) {
-        const Tile tile = queue_tile(policy, g, d, n, next++);
-        const int64_t q_bytes = shape.q_tile_bytes(tile, topo.line_bytes);
-        t.q_read_bytes += q_bytes;
-        t.o_write_bytes += q_bytes;
-        sl.acc = shape.acc_of(tile);
-        sl.steps = shape.steps(tile);
+      while (!sl.busy && next < length && round >= sl.ready_round) {
+        sl.work = work_at(next++);
+        t.q_read_bytes += sl.work.q_bytes;
+        t.o_write_bytes += sl.work.q_bytes;
         sl.step = 0;
-        sl.busy = sl.steps > 0;
+        sl.busy = sl.work.steps > 0;
         active += sl.busy;
       }
       if (!sl.busy) continue;
-      hits += cache.access(sl.acc * n_blocks + sl.step);
+      hits += cache.access(sl.work.key(sl.step));
       ++reads;
-      if (++sl.step == sl.steps) {
+      if (++sl.step == sl.work.steps) {
         sl.busy = false;
         sl.ready_round = round + 1;
         --active;
@@ -109,23 +118,23 @@ Traffic simulate_domain(const Topology& topo, const AttnShape& shape, Mapping po
   return t;
 }
 
-}  // namespace
+// The model's workgroup at queue position `pos` of domain d of n.
+Work model_work(const AttnShape& shape, int32_t line_bytes, Mapping policy, const GridShape& g, int64_t d,
+                int64_t n, int64_t pos) {
+  const Tile tile = queue_tile(policy, g, d, n, pos);
+  return Work{shape.q_tile_bytes(tile, line_bytes), shape.steps(tile), shape.acc_of(tile) * shape.num_n_blocks(),
+              nullptr};
+}
 
-Traffic simulate(const Topology& topo, const AttnShape& shape, Mapping policy, int mapping_xcds,
-                 const std::function<void(int64_t, int64_t)>& progress) {
-  validate(topo);
-  validate(shape);
-  std::vector<int32_t> offsets;
-  const GridShape g = shape.grid_shape(mapping_xcds, offsets);
-  const int64_t n = dispatch_domains(topo);
-  const int64_t total = shape.num_q_heads * shape.total_steps();
-
-  // Domains are independent (private L2s): simulate them on parallel threads.
+// Runs replay(d, done) for domains 0..n-1 on parallel threads (private L2s are independent) and
+// sums their traffic; progress(done, total) is called from this thread meanwhile.
+Traffic replay_domains(int64_t n, int64_t total,
+                       const std::function<Traffic(int64_t, std::atomic<int64_t>&)>& replay,
+                       const std::function<void(int64_t, int64_t)>& progress) {
   std::vector<Traffic> per_domain(static_cast<size_t>(n));
   std::atomic<int64_t> next_domain{0}, done{0};
   auto worker = [&] {
-    for (int64_t d; (d = next_domain++) < n;)
-      per_domain[size_t(d)] = simulate_domain(topo, shape, policy, g, d, n, done);
+    for (int64_t d; (d = next_domain++) < n;) per_domain[size_t(d)] = replay(d, done);
   };
   const int64_t threads = std::max<int64_t>(1, std::min<int64_t>(n, std::thread::hardware_concurrency()));
   std::vector<std::thread> pool;
@@ -146,6 +155,58 @@ Traffic simulate(const Topology& topo, const AttnShape& shape, Mapping policy, i
   Traffic sum;
   for (const Traffic& t : per_domain) sum += t;
   return sum;
+}
+
+}  // namespace
+
+Traffic simulate(const Topology& topo, const AttnShape& shape, Mapping policy, int mapping_xcds,
+                 const std::function<void(int64_t, int64_t)>& progress) {
+  validate(topo);
+  validate(shape);
+  std::vector<int32_t> offsets;  // a ragged grid's block offsets, which g points into
+  const GridShape g = shape.grid_shape(mapping_xcds, offsets);
+  const int64_t n = dispatch_domains(topo);
+  const int64_t total = shape.num_q_heads * shape.total_steps();
+  return replay_domains(n, total, [&](int64_t d, std::atomic<int64_t>& done) {
+    return replay_domain(topo, shape, queue_length(grid_size(g), d, n),
+                         [&](int64_t pos) { return model_work(shape, topo.line_bytes, policy, g, d, n, pos); },
+                         done);
+  }, progress);
+}
+
+DomainStreams model_streams(const Topology& topo, const AttnShape& shape, Mapping policy, int mapping_xcds) {
+  validate(topo);
+  validate(shape);
+  std::vector<int32_t> offsets;
+  const GridShape g = shape.grid_shape(mapping_xcds, offsets);
+  const int64_t n = dispatch_domains(topo);
+  DomainStreams streams(static_cast<size_t>(n));
+  for (int64_t d = 0; d < n; ++d)
+    for (int64_t pos = 0; pos < queue_length(grid_size(g), d, n); ++pos) {
+      const Work w = model_work(shape, topo.line_bytes, policy, g, d, n, pos);
+      WorkgroupStream& s = streams[size_t(d)].emplace_back();
+      s.q_bytes = w.q_bytes;
+      for (int64_t step = 0; step < w.steps; ++step) s.pairs.push_back(w.key(step));
+    }
+  return streams;
+}
+
+Traffic simulate_streams(const Topology& topo, const AttnShape& shape, const DomainStreams& streams) {
+  validate(topo);
+  validate(shape);
+  if (int64_t(streams.size()) != dispatch_domains(topo))
+    throw std::invalid_argument("simulate_streams: " + std::to_string(streams.size()) + " streams for a topology with " +
+                                std::to_string(dispatch_domains(topo)) + " dispatch domain(s)");
+  int64_t total = 0;
+  for (const auto& domain : streams)
+    for (const WorkgroupStream& w : domain) total += int64_t(w.pairs.size());
+  return replay_domains(int64_t(streams.size()), total, [&](int64_t d, std::atomic<int64_t>& done) {
+    const auto& queue = streams[size_t(d)];
+    return replay_domain(topo, shape, int64_t(queue.size()), [&](int64_t pos) {
+      const WorkgroupStream& w = queue[size_t(pos)];
+      return Work{w.q_bytes, int64_t(w.pairs.size()), 0, w.pairs.data()};
+    }, done);
+  }, {});
 }
 
 }  // namespace chiplet_fa::locality

@@ -12,6 +12,9 @@
 #if CHIPLET_FA_GPU
 #include "ops/gpu/kernel_family.h"
 #endif
+#if defined(CFA_EMULATE)
+#include "ops/emulated/bind_emulate.h"
+#endif
 
 namespace chiplet_fa {
 namespace {
@@ -76,10 +79,15 @@ py::dict build_info() {
   return d;
 }
 
-// The kernel family a call on `device` runs: "cpu" on the CPU, else the GPU family chosen for it.
+// The kernel family a call on `device` runs: "cpu" on the CPU (in an emulated build, with the
+// calls that run the emulated cdna3 kernels named), else the GPU family chosen for it.
 std::string device_kernel_path(const std::string& device) {
   const c10::Device d(device);
+#if defined(CFA_EMULATE)
+  if (!d.is_cuda()) return "cpu (float16/bfloat16 with a head dim the cdna3 kernels cover: cdna3, emulated)";
+#else
   if (!d.is_cuda()) return "cpu";
+#endif
 #if CHIPLET_FA_GPU
   return kernel_path(d);
 #else
@@ -107,4 +115,7 @@ PYBIND11_MODULE(_C, m) {
   for (int i = 0; i < chiplet_fa::kNumMappings; ++i) names[i] = chiplet_fa::kMappingNames[i];
   m.attr("mapping_names") = names;
   chiplet_fa::locality::bind_locality(m);
+#if defined(CFA_EMULATE)
+  chiplet_fa::bind_emulate(m);
+#endif
 }

@@ -1,0 +1,65 @@
+// What one emulated kernel launch is: the grid, the workgroup size, the LDS it asks for, the
+// kernel with its arguments (type-erased), and the global memory the kernel may read through the
+// copy path (regions.h). run_grid() runs every workgroup: in parallel over the host's threads
+// (at::parallel_for), each workgroup start to end on one of them (workgroup.h). CFA_LAUNCH
+// (emulate/emulated_platform.h) builds a Launch from the kernel call.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "emulate/regions.h"
+
+namespace chiplet_fa::emu {
+
+// gfx942: at most 1024 work-items and 64 KB of LDS per workgroup.
+constexpr int kMaxBlockThreads = 1024;
+constexpr size_t kLdsBytes = 64 * 1024;
+
+struct Launch {
+  const char* where;  // the function that launched (its __PRETTY_FUNCTION__)
+  const char* what;   // the kernel expression as written
+  int64_t grid;       // workgroups: grid_x * grid.y, numbered x fastest as the dispatcher deals them
+  int64_t grid_x;     // the grid's x extent (blockIdx.x = id % grid_x, blockIdx.y = id / grid_x)
+  int block;          // work-items per workgroup
+  size_t lds_bytes;   // dynamic LDS per workgroup
+  void (*body)(const void* call);  // runs the kernel for the calling work-item
+  const void* call;
+  std::vector<Region> regions;  // readable through the copy path; empty: unchecked
+  int trace_slot = -1;          // set by run_grid while a trace session is open (trace.h)
+};
+
+// Runs the whole grid; throws std::runtime_error naming the kernel, workgroup and threads when
+// the kernel deadlocks, diverges at a wave operation or reads outside its regions.
+void run_grid(const Launch& launch);
+
+// The global memory a kernel argument lets the kernel read (overloads in params_regions.h for
+// the attention params; nothing for other arguments).
+template <typename T>
+void add_regions(std::vector<Region>&, const T&) {}
+
+// CFA_LAUNCH's target: the kernel and a copy of its arguments, run once per work-item. Grid and
+// Block are dim3 (emulate/emulated_platform.h).
+template <typename Grid, typename Block, typename... Params, typename... Args>
+void launch(const char* where, const char* what, void (*kernel)(Params...), const Grid& grid, const Block& block,
+            size_t lds_bytes, Args&&... args) {
+  struct Call {
+    void (*kernel)(Params...);
+    std::tuple<std::decay_t<Params>...> args;
+  };
+  const Call call{kernel, {std::forward<Args>(args)...}};
+  Launch l{where, what, int64_t(grid.x) * grid.y, int64_t(grid.x), int(block.x), lds_bytes,
+           [](const void* c) {
+             const Call& self = *static_cast<const Call*>(c);
+             std::apply(self.kernel, self.args);
+           },
+           &call, {}};
+  (add_regions(l.regions, args), ...);
+  if (grid.z != 1 || block.y * block.z != 1) l.grid = -1;  // refused: the kernels use 1-D workgroups, 2-D grids
+  run_grid(l);
+}
+
+}  // namespace chiplet_fa::emu

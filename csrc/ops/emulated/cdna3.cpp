@@ -1,0 +1,44 @@
+#include "ops/emulated/cdna3.h"
+
+#include "mapping/topology.h"
+#include "ops/kernel_binding.h"
+
+namespace chiplet_fa {
+namespace {
+
+// The largest head dim this build has a cdna3 `bwd` or forward unit for in `dtype` (0: none):
+// the dispatch tables list the built units in increasing head dim.
+int built_head_dim(DType dtype, bool bwd) {
+  int largest = 0;
+#define CFA_CASE(KIND, NS, FAMILY, DT, HD) \
+  if (dtype == DType::DT) largest = HD;
+  if (bwd) {
+#include "kernels/instantiations/cdna3/bwd_dispatch.inc"
+  } else {
+#include "kernels/instantiations/cdna3/fwd_dispatch.inc"
+  }
+#undef CFA_CASE
+  return largest;
+}
+
+bool takes(const at::Tensor& q, bool bwd) {
+  const auto t = q.scalar_type();
+  if (q.dim() < 3 || (t != at::kHalf && t != at::kBFloat16)) return false;
+  return q.size(-1) <= built_head_dim(dtype_of(q), bwd);
+}
+
+}  // namespace
+
+bool emulated_fwd_takes(const at::Tensor& q) { return takes(q, false); }
+bool emulated_bwd_takes(const at::Tensor& q) { return takes(q, true); }
+
+// The emulator runs one launch at a time to completion: no stream.
+FwdResult emulated_fwd(const FwdArgs& args, const std::optional<at::Tensor>& given_out) {
+  return fwd_with_kernels(args, given_out, KernelFamily::kCdna3, detect_num_xcds(args.q.device()), nullptr);
+}
+
+BwdResult emulated_bwd(const BwdArgs& args) {
+  return bwd_with_kernels(args, KernelFamily::kCdna3, detect_num_xcds(args.q.device()), nullptr);
+}
+
+}  // namespace chiplet_fa

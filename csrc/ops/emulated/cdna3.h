@@ -1,0 +1,19 @@
+// The CPU op's route to the emulated CDNA3 kernels in a build with CHIPLET_FA_EMULATE=cdna3
+// (csrc/emulate/): float16/bfloat16 calls whose head dim a built cdna3 instantiation covers run
+// those kernels through the GPU bindings' code (ops/kernel_binding.h), on the host; every other
+// call stays on the CPU reference kernels (csrc/cpu/), which call these first.
+#pragma once
+#include <optional>
+
+#include <ATen/core/Tensor.h>
+
+#include "ops/op_entry.h"
+
+namespace chiplet_fa {
+
+bool emulated_fwd_takes(const at::Tensor& q);
+bool emulated_bwd_takes(const at::Tensor& q);
+FwdResult emulated_fwd(const FwdArgs& args, const std::optional<at::Tensor>& given_out);
+BwdResult emulated_bwd(const BwdArgs& args);
+
+}  // namespace chiplet_fa

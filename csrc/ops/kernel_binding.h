@@ -1,0 +1,130 @@
+// The kernel half of the fwd and bwd bindings, shared by the GPU bindings (ops/gpu/) and the
+// emulated CDNA3 path of a CPU build (ops/emulated/): from the op's arguments to params for the
+// family's geometry, the head dim padded to a multiple of 8 (the kernels copy 16-byte pieces),
+// the family's kernels launched on `stream`, and the results copied back. Compiled as CUDA, HIP
+// or (emulated) host C++: every family's launchers are declared for all three.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include <ATen/ATen.h>
+
+#include "arch/dtype.h"
+#include "kernels/launch.h"
+#include "ops/gpu/launch_kernels.h"
+#include "ops/op_entry.h"
+#include "platform.h"
+
+namespace chiplet_fa {
+
+// The kernels copy 16-byte pieces: base pointers and every stride but the last dimension's must
+// be multiples of 8 elements and the head dim a multiple of 8. Other inputs get a zero-padded copy.
+inline at::Tensor kernel_layout(const at::Tensor& t, int64_t head_dim8) {
+  at::Tensor x = t.size(-1) == head_dim8 ? t : at::constant_pad_nd(t, {0, head_dim8 - t.size(-1)});
+  bool aligned = reinterpret_cast<uintptr_t>(x.data_ptr()) % 16 == 0;
+  for (int64_t d = 0; d + 1 < x.dim(); ++d) aligned &= x.stride(d) % 8 == 0;
+  return aligned ? x : x.contiguous();
+}
+
+// An uninitialised tensor like t with the head dim (last dimension) padded to head_dim8.
+inline at::Tensor padded_like(const at::Tensor& t, int64_t head_dim8) {
+  std::vector<int64_t> shape(t.sizes().begin(), t.sizes().end());
+  shape.back() = head_dim8;
+  return at::empty(shape, t.options());
+}
+
+// The device buffer a packed batch's ragged grid is written to by the launch code (batch + 1
+// int32), undefined for a dense batch.
+inline at::Tensor ragged_grid(const int32_t* cu_seqlens, int32_t batch, const at::Tensor& like) {
+  return cu_seqlens ? at::empty({int64_t(batch) + 1}, like.options().dtype(at::kInt)) : at::Tensor();
+}
+
+inline DType check_kernel_dtype(const char* op, const at::Tensor& q) {
+  const DType dtype = dtype_of(q);
+  TORCH_CHECK_VALUE(dtype == DType::kFloat16 || dtype == DType::kBFloat16, op,
+                    ": GPU kernels take float16 or bfloat16 tensors, got ", q.scalar_type(),
+                    " (float32/float64 run on the CPU path)");
+  return dtype;
+}
+
+// A launch failure reported by the GPU runtime, as a RuntimeError naming the op (the emulator
+// raises its errors from the launch itself).
+inline void check_launch(const char* op) {
+#if defined(CFA_CUDA) || defined(CFA_HIP)
+  const cfaError_t err = cfaGetLastError();
+  TORCH_CHECK(err == cfaSuccess, op, ": kernel launch failed: ", cfaGetErrorString(err));
+#else
+  (void)op;
+#endif
+}
+
+inline void check_launched(bool launched, const char* op, const at::Tensor& q, KernelFamily family) {
+  TORCH_CHECK(launched, op, ": no ", q.scalar_type(), " ", family_name(family), " kernel for head_dim ", q.size(-1),
+              " in this build (rebuild with CHIPLET_FA_DTYPES / CHIPLET_FA_HDIMS covering it)");
+  check_launch(op);
+}
+
+// The forward (dense or packed) on `family`'s kernels, with num_xcds=-1 meaning `detected_xcds`;
+// writes into given_out when there is one.
+inline FwdResult fwd_with_kernels(const FwdArgs& a, const std::optional<at::Tensor>& given_out, KernelFamily family,
+                                  int detected_xcds, cfaStream_t stream) {
+  const int block_m = geometry(family).fwd_block_m;
+  at::Tensor out, lse;
+  FwdParams p = prepare_fwd(a, block_m, detected_xcds, out, lse, given_out);
+  const DType dtype = check_kernel_dtype(a.op(), a.q);
+  if (finish_without_kernel(p, out, lse)) return {out, lse};
+  const at::Tensor offsets = ragged_grid(p.cu_seqlens_q, p.batch, a.q);
+  p.block_offsets = offsets.defined() ? offsets.data_ptr<int32_t>() : nullptr;
+  TORCH_CHECK_VALUE(p.launch_size(p.grid_shape(), p.total_q, block_m) <= INT32_MAX, a.op(),
+                    ": batch * num_heads * ceil(seqlen_q / ", block_m, ") must fit a 1-D grid (< 2^31)");
+
+  const int64_t D = a.q.size(-1), d8 = (D + 7) / 8 * 8;
+  const at::Tensor qk = kernel_layout(a.q, d8), kk = kernel_layout(a.k, d8), vk = kernel_layout(a.v, d8);
+  const at::Tensor ok = d8 == D && kernel_layout(out, d8).data_ptr() == out.data_ptr() ? out : padded_like(out, d8);
+  point_at(p, qk, kk, vk, ok);
+  p.head_dim = int32_t(d8);
+  check_launched(launch_kernels(family, dtype, p, stream), a.op(), a.q, family);
+  if (ok.data_ptr() != out.data_ptr()) out.copy_(ok.narrow(-1, 0, D));
+  return {out, lse};
+}
+
+// The backward (dense or packed) on `family`'s kernels, with num_xcds=-1 meaning `detected_xcds`.
+inline BwdResult bwd_with_kernels(const BwdArgs& a, KernelFamily family, int detected_xcds, cfaStream_t stream) {
+  const KernelGeometry g = geometry(family);
+  BwdTensors t;
+  BwdParams p = prepare_bwd(a, g.bwd_dq_block_m, g.bwd_block_n, g.bwd_row_pad, detected_xcds, t);
+  const DType dtype = check_kernel_dtype(a.op(), a.q);
+  const int64_t D = a.q.size(-1), d8 = (D + 7) / 8 * 8;
+  TORCH_CHECK_VALUE(D <= 128, a.op(), ": the GPU backward supports head_dim up to 128, got ", D);
+  if (p.total_q == 0 || p.total_k == 0) {  // no query or no key: every gradient is zero
+    t.dk.zero_();
+    t.dv.zero_();
+    return {at::zeros_like(a.q), t.dk, t.dv};
+  }
+  const at::Tensor q_grid = ragged_grid(p.cu_seqlens_q, p.batch, a.q), k_grid = ragged_grid(p.cu_seqlens_k, p.batch, a.q);
+  p.block_offsets = q_grid.defined() ? q_grid.data_ptr<int32_t>() : nullptr;
+  p.kv_block_offsets = k_grid.defined() ? k_grid.data_ptr<int32_t>() : nullptr;
+  TORCH_CHECK_VALUE(p.launch_size(p.grid_shape(), p.total_q, g.bwd_dq_block_m) <= INT32_MAX &&
+                        p.launch_size(p.kv_grid_shape(), p.total_k, g.bwd_block_n) <= INT32_MAX,
+                    a.op(), ": the workgroup grids must fit a 1-D grid (< 2^31)");
+
+  const at::Tensor qk = kernel_layout(a.q, d8), kk = kernel_layout(a.k, d8), vk = kernel_layout(a.v, d8);
+  const at::Tensor ok = kernel_layout(a.out, d8), dok = kernel_layout(a.dout, d8);
+  const bool padded = d8 != D;
+  const at::Tensor dk = padded ? padded_like(a.k, d8) : t.dk;
+  const at::Tensor dv = padded ? padded_like(a.v, d8) : t.dv;
+  const at::Tensor dq_accum = padded ? at::zeros_like(padded_like(t.dq_accum, d8)) : t.dq_accum;
+  const at::Tensor lse_log2 = at::empty_like(t.softmax_d);
+  p.lse_log2 = lse_log2.data_ptr<float>();
+  point_at(p, qk, kk, vk, ok);
+  point_grads_at(p, dok, dk, dv, dq_accum);
+  p.head_dim = int32_t(d8);
+  check_launched(launch_kernels(family, dtype, p, stream), a.op(), a.q, family);
+  if (!padded) return {t.dq_accum.to(a.q.scalar_type()), t.dk, t.dv};
+  t.dk.copy_(dk.narrow(-1, 0, D));
+  t.dv.copy_(dv.narrow(-1, 0, D));
+  return {dq_accum.narrow(-1, 0, D).to(a.q.scalar_type()), t.dk, t.dv};
+}
+
+}  // namespace chiplet_fa
