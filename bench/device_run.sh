@@ -38,8 +38,8 @@ else
   echo "install: $((SECONDS - start)) s"
 fi
 [ -f "$OUT/build.log" ] && grep -E "chiplet_fa: building|compiler identification|check_cxx_runtime" "$OUT/build.log"
-grep -E "ptxas info.*(registers|spill)|Function properties for .*kernel" "$OUT/build.log" 2>/dev/null \
-  | sed 's/ptxas info    : //' > "$OUT/ptxas.txt"
+[ -f "$OUT/build.log" ] && python3 bench/ptxas_summary.py "$OUT/build.log" > "$OUT/ptxas.txt" \
+  --title "ptxas of the installed build (bench/device_run.sh build log): spill bytes and registers per kernel"
 cd /tmp  # from here on the installed package, not the source tree, is imported
 so=$(python3 -c "import chiplet_fa._C as c; print(c.__file__)")
 echo "libstdc++ locale units defined in _C.so: $(nm "$so" | grep -c locale_inst)"
