@@ -161,13 +161,9 @@ Traffic estimate_domain(const Topology& topo, const AttnShape& shape, Mapping po
 }  // namespace
 
 Traffic estimate(const Topology& topo, const AttnShape& shape, Mapping policy, int mapping_xcds) {
-  validate(topo);
-  validate(shape);
-  std::vector<int32_t> offsets;
-  const GridShape g = shape.grid_shape(mapping_xcds, offsets);
-  const int64_t n = dispatch_domains(topo);
+  const DispatchedGrid dg(topo, shape, mapping_xcds);
   Traffic sum;
-  for (int64_t d = 0; d < n; ++d) sum += estimate_domain(topo, shape, policy, g, d, n);
+  for (int64_t d = 0; d < dg.domains; ++d) sum += estimate_domain(topo, shape, policy, dg.grid, d, dg.domains);
   return sum;
 }
 

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <vector>
 
 #include "mapping/mapping.h"
 #include "topology_presets.h"
@@ -26,6 +27,24 @@ inline int64_t queue_length(int64_t grid, int64_t d, int64_t n) {
 inline Tile queue_tile(Mapping policy, const GridShape& g, int64_t d, int64_t n, int64_t pos) {
   return map_workgroup(policy, pos * n + d, g);
 }
+
+// A validated call's grid (a ragged one points into `offsets`, hence no copies) and the
+// topology's dispatch domains: what the simulator and the closed form start from.
+struct DispatchedGrid {
+  std::vector<int32_t> offsets;
+  GridShape grid;
+  int64_t domains;
+
+  DispatchedGrid(const Topology& topo, const AttnShape& shape, int mapping_xcds) {
+    validate(topo);
+    validate(shape);
+    grid = shape.grid_shape(mapping_xcds, offsets);
+    domains = dispatch_domains(topo);
+  }
+  DispatchedGrid(const DispatchedGrid&) = delete;
+  DispatchedGrid& operator=(const DispatchedGrid&) = delete;
+  int64_t queue_length(int64_t d) const { return locality::queue_length(grid_size(grid), d, domains); }
+};
 
 // Slot phases spread over at most one workgroup length: beyond that, starts are as evenly
 // spread as they can be (T / S apart), whatever the stagger.

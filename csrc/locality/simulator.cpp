@@ -161,29 +161,21 @@ Traffic replay_domains(int64_t n, int64_t total,
 
 Traffic simulate(const Topology& topo, const AttnShape& shape, Mapping policy, int mapping_xcds,
                  const std::function<void(int64_t, int64_t)>& progress) {
-  validate(topo);
-  validate(shape);
-  std::vector<int32_t> offsets;  // a ragged grid's block offsets, which g points into
-  const GridShape g = shape.grid_shape(mapping_xcds, offsets);
-  const int64_t n = dispatch_domains(topo);
+  const DispatchedGrid dg(topo, shape, mapping_xcds);
   const int64_t total = shape.num_q_heads * shape.total_steps();
-  return replay_domains(n, total, [&](int64_t d, std::atomic<int64_t>& done) {
-    return replay_domain(topo, shape, queue_length(grid_size(g), d, n),
-                         [&](int64_t pos) { return model_work(shape, topo.line_bytes, policy, g, d, n, pos); },
-                         done);
+  return replay_domains(dg.domains, total, [&](int64_t d, std::atomic<int64_t>& done) {
+    return replay_domain(topo, shape, dg.queue_length(d), [&](int64_t pos) {
+      return model_work(shape, topo.line_bytes, policy, dg.grid, d, dg.domains, pos);
+    }, done);
   }, progress);
 }
 
 DomainStreams model_streams(const Topology& topo, const AttnShape& shape, Mapping policy, int mapping_xcds) {
-  validate(topo);
-  validate(shape);
-  std::vector<int32_t> offsets;
-  const GridShape g = shape.grid_shape(mapping_xcds, offsets);
-  const int64_t n = dispatch_domains(topo);
-  DomainStreams streams(static_cast<size_t>(n));
-  for (int64_t d = 0; d < n; ++d)
-    for (int64_t pos = 0; pos < queue_length(grid_size(g), d, n); ++pos) {
-      const Work w = model_work(shape, topo.line_bytes, policy, g, d, n, pos);
+  const DispatchedGrid dg(topo, shape, mapping_xcds);
+  DomainStreams streams(static_cast<size_t>(dg.domains));
+  for (int64_t d = 0; d < dg.domains; ++d)
+    for (int64_t pos = 0; pos < dg.queue_length(d); ++pos) {
+      const Work w = model_work(shape, topo.line_bytes, policy, dg.grid, d, dg.domains, pos);
       WorkgroupStream& s = streams[size_t(d)].emplace_back();
       s.q_bytes = w.q_bytes;
       for (int64_t step = 0; step < w.steps; ++step) s.pairs.push_back(w.key(step));
