@@ -1,6 +1,7 @@
 // Launch check of the torch-free HIP build (cmake -DCHIPLET_FA_BACKEND=hip -DCHIPLET_FA_TORCH=OFF;
 // .ci/hip_build.sh builds and runs it). For every instantiation the build holds (build_config.h)
-// it fills FwdParams / BwdParams for a small GQA problem and calls launch_kernels, the dispatch
+// it fills FwdParams / BwdParams for a small GQA problem under each kind of mask (none; causal;
+// a sliding window with softcap and ALiBi) and calls launch_kernels, the dispatch
 // the torch bindings use (ops/gpu/launch_kernels.h), which runs cdna3::run_fwd / run_bwd
 // (kernels/launch_impl.h) and their kernel launches; then it asks the runtime how the launch went.
 //
@@ -48,7 +49,25 @@ void set_strides(int64_t& batch, int64_t& row, int64_t& head, int rows, int head
   batch = int64_t(rows) * row;
 }
 
-BwdParams make_params(int head_dim, bool causal, bool backward, Buffers& buf) {
+enum class Masks { kNone, kCausal, kWindowSoftcapAlibi };
+constexpr Masks kAllMasks[] = {Masks::kNone, Masks::kCausal, Masks::kWindowSoftcapAlibi};
+const char* mask_name(Masks m) {
+  return m == Masks::kNone ? "none" : m == Masks::kCausal ? "causal" : "window+softcap+alibi";
+}
+
+// Window fields as the bindings set them (ops/fwd_api.cpp): an unbounded side is N_q + N_k.
+void set_masks(BwdParams& p, Masks m, Buffers& buf) {
+  const int32_t unbounded = kSeqQ + kSeqK;
+  p.windowed = m != Masks::kNone;
+  p.window_left = m == Masks::kWindowSoftcapAlibi ? 64 : unbounded;
+  p.window_right = m == Masks::kNone ? unbounded : 0;
+  if (m != Masks::kWindowSoftcapAlibi) return;
+  p.softcap = 30.f;
+  p.alibi_slopes = static_cast<const float*>(buf.get(size_t(kHeadsQ) * sizeof(float)));
+  p.alibi_batch_stride = 0;
+}
+
+BwdParams make_params(int head_dim, Masks masks, bool backward, Buffers& buf) {
   const KernelGeometry g = geometry(KernelFamily::kCdna3);
   const size_t elem = 2;  // fp16 and bf16
   const size_t q_bytes = size_t(kBatch) * kSeqQ * kHeadsQ * head_dim, k_bytes = size_t(kBatch) * kSeqK * kHeadsKv * head_dim;
@@ -60,7 +79,9 @@ BwdParams make_params(int head_dim, bool causal, bool backward, Buffers& buf) {
   p.num_kv_heads = kHeadsKv;
   p.head_dim = head_dim;
   p.softmax_scale = 1.0 / __builtin_sqrt(double(head_dim));
-  p.causal = causal;
+  p.total_q = int64_t(kBatch) * kSeqQ;
+  p.total_k = int64_t(kBatch) * kSeqK;
+  set_masks(p, masks, buf);
   p.mapping = Mapping::kSwizzledHeadFirst;
   p.num_xcds = 8;  // MI300X
   p.block_m = backward ? g.bwd_dq_block_m : g.fwd_block_m;
@@ -73,13 +94,16 @@ BwdParams make_params(int head_dim, bool causal, bool backward, Buffers& buf) {
   p.v = buf.get(k_bytes * elem);
   p.out = buf.get(q_bytes * elem);
   p.softmax_lse = static_cast<float*>(buf.get(size_t(kBatch) * kHeadsQ * kSeqQ * sizeof(float)));
+  p.lse_head_stride = kSeqQ;
+  p.lse_batch_stride = int64_t(kHeadsQ) * kSeqQ;
   if (!backward) return p;
-  p.seqlen_q_rounded = (kSeqQ + g.bwd_row_pad - 1) / g.bwd_row_pad * g.bwd_row_pad;
+  p.stats_pad = g.bwd_row_pad;
+  p.stats_rows = (kSeqQ + g.bwd_row_pad - 1) / g.bwd_row_pad * g.bwd_row_pad;
   p.block_n = g.bwd_block_n;
   p.do_batch_stride = p.q_batch_stride, p.do_row_stride = p.q_row_stride, p.do_head_stride = p.q_head_stride;
   p.dk_batch_stride = p.k_batch_stride, p.dk_row_stride = p.k_row_stride, p.dk_head_stride = p.k_head_stride;
   p.dv_batch_stride = p.v_batch_stride, p.dv_row_stride = p.v_row_stride, p.dv_head_stride = p.v_head_stride;
-  const size_t rows = size_t(kBatch) * kHeadsQ * p.seqlen_q_rounded;
+  const size_t rows = size_t(kBatch) * kHeadsQ * p.stats_rows;
   p.dout = buf.get(q_bytes * elem);
   p.dk = buf.get(k_bytes * elem);
   p.dv = buf.get(k_bytes * elem);
@@ -129,26 +153,26 @@ int main() {
   int launches = 0, failures = 0;
   for (const Instantiation& u : units) {
     const DType dtype = u.dtype == "bf16" ? DType::kBFloat16 : DType::kFloat16;
-    for (const bool causal : {false, true}) {
+    for (const Masks masks : kAllMasks) {
       for (const bool deterministic : {false, true}) {
         if (u.kind == "fwd" && deterministic) continue;
         Buffers buf{device};
-        BwdParams p = make_params(u.head_dim, causal, u.kind == "bwd", buf);
+        BwdParams p = make_params(u.head_dim, masks, u.kind == "bwd", buf);
         p.deterministic = deterministic;
         bool dispatched = false;
         hipError_t err = buf.error;
         if (err == hipSuccess) {
           dispatched = u.kind == "fwd"
-                           ? launch_kernels(KernelFamily::kCdna3, dtype, causal, static_cast<const FwdParams&>(p), nullptr)
-                           : launch_kernels(KernelFamily::kCdna3, dtype, causal, p, nullptr);
+                           ? launch_kernels(KernelFamily::kCdna3, dtype, static_cast<const FwdParams&>(p), nullptr)
+                           : launch_kernels(KernelFamily::kCdna3, dtype, p, nullptr);
           err = hipGetLastError();
           if (device && err == hipSuccess) err = hipDeviceSynchronize();
         }
         ++launches;
         if (err != expected || !dispatched) {
           ++failures;
-          std::printf("  %s %s D=%d causal=%d deterministic=%d: %s\n", u.kind.c_str(), u.dtype.c_str(), u.head_dim,
-                      int(causal), int(deterministic),
+          std::printf("  %s %s D=%d masks=%s deterministic=%d: %s\n", u.kind.c_str(), u.dtype.c_str(), u.head_dim,
+                      mask_name(masks), int(deterministic),
                       err != expected ? hipGetErrorName(err) : "launch_kernels has no case for it");
         }
       }
