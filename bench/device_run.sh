@@ -12,7 +12,7 @@
 #   l2        bench/l2_measure.py under Nsight Compute
 #   bwd       bench/bwd.py
 #   models    bench/models.py: transformers models with chiplet_fa vs SDPA (needs transformers; MODELS_ARGS)
-#   profile   Nsight Compute stall breakdown of one forward launch + its SASS (kernel tuning)
+#   profile   Nsight Compute stall breakdown of one sm90 forward and backward launch + the forward's SASS
 # Reduced builds: CHIPLET_FA_DTYPES=bf16 CHIPLET_FA_HDIMS=128 bash bench/device_run.sh smoke
 # A second call on the still-warm machine: SKIP_BUILD=1 bash bench/device_run.sh tests sanitize
 # Results go to $OUT/results.tgz (the device tool brings back few files).
@@ -67,16 +67,29 @@ for s in "$@"; do
     bench) python3 bench/fwd.py --out "$OUT" ${BENCH_ARGS:-} 2>&1 | tee "$OUT/bench.log" | tail -30 || status=1 ;;
     l2) python3 bench/l2_measure.py --out "$OUT" ${L2_ARGS:---block-n 128 --wgs-per-cu 1} 2>&1 | tee "$OUT/l2.log" | tail -20 || status=1 ;;
     profile)
-      ncu --kernel-name regex:fwd_kernel --launch-skip 1 --launch-count 1 --section SpeedOfLight \
-        --section ComputeWorkloadAnalysis --section WarpStateStats --section SchedulerStats \
-        --section SourceCounters --metrics 'regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio' python3 -c "import torch, chiplet_fa
-q, k, v = (torch.randn(1, 8192, 128, 128, device='cuda', dtype=torch.bfloat16) for _ in range(3))
+      # One launch each of the sm90 forward and backward main pass (B=1, H=128, N=8K, D=128, bf16,
+      # no mask: the plain variants) under Nsight Compute, and the forward's SASS.
+      ncu_sections="--section SpeedOfLight --section ComputeWorkloadAnalysis --section WarpStateStats \
+        --section SchedulerStats --section SourceCounters \
+        --metrics regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio"
+      setup="import torch, chiplet_fa
+q, k, v, do = (torch.randn(1, 8192, 128, 128, device='cuda', dtype=torch.bfloat16) for _ in range(4))
+o, lse = torch.ops.chiplet_fa.fwd(q, k, v, None, False, 'head_first', 8)"
+      ncu --kernel-name regex:fwd_kernel --launch-skip 1 --launch-count 1 $ncu_sections python3 -P -c "$setup
 for _ in range(2): torch.ops.chiplet_fa.fwd(q, k, v, None, False, 'head_first', 8)
-torch.cuda.synchronize()" > "$OUT/profile.txt" 2>&1 || status=1
-      cuobjdump -sass "$so" | awk '/Function : .*sm906fwd_kernel.*Li128ELb0/{p=1} p&&/Function : /&&!/sm906fwd_kernel.*Li128ELb0/{p=0} p' \
+torch.cuda.synchronize()" > "$OUT/profile_fwd.txt" 2>&1 || status=1
+      ncu --kernel-name regex:bwd_kv_kernel --launch-skip 1 --launch-count 1 $ncu_sections python3 -P -c "$setup
+for _ in range(2): torch.ops.chiplet_fa.bwd(do, q, k, v, o, lse, None, False, 'head_first', 8, False)
+torch.cuda.synchronize()" > "$OUT/profile_bwd.txt" 2>&1 || status=1
+      fwd_sym='sm9010fwd_kernelILNS_5DTypeE1ELi128ELb0ELb1E'  # sm90::fwd_kernel<bf16, 128, !windowed, plain>
+      cuobjdump -sass "$so" | awk -v s="$fwd_sym" '$0 ~ "Function : .*" s {p=1; print; next} p && /Function : / {p=0} p' \
         > "$OUT/sass_fwd_hdim128.txt"
-      grep -E "Issued Ipc|Eligible|Throughput|Warp Cycles Per Issued|stalled" "$OUT/profile.txt" \
-        | awk '!/stalled/ || $NF > 0.05' | sed 's/smsp__average_warps_issue_stalled_//' | head -40 ;;
+      for f in profile_fwd profile_bwd; do
+        echo "-- $f"
+        grep -E "Issued Ipc|No Eligible|Compute \(SM\) Throughput|Memory Throughput|Warp Cycles Per Issued|stalled" \
+          "$OUT/$f.txt" | awk '!/stalled/ || $NF > 0.05' | sed 's/smsp__average_warps_issue_stalled_//' | head -30
+      done
+      echo "forward SASS: $(grep -c '^ */\*[0-9a-f]*\*/' "$OUT/sass_fwd_hdim128.txt") instructions" ;;
     bwd) timeout ${BWD_TIMEOUT:-400} python3 bench/bwd.py --out "$OUT" ${BWD_ARGS:-} 2>&1 | tee "$OUT/bwd.log" | tail -20 || status=1 ;;
     varlen) python3 bench/varlen.py --out "$OUT" 2>&1 | tee "$OUT/varlen.log" | tail -20 || status=1 ;;
     models) timeout ${MODELS_TIMEOUT:-580} python3 bench/models.py --out "$OUT" ${MODELS_ARGS:-} 2>&1 | tee "$OUT/models.log" | tail -25 || status=1 ;;
