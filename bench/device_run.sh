@@ -75,12 +75,19 @@ for s in "$@"; do
       setup="import torch, chiplet_fa
 q, k, v, do = (torch.randn(1, 8192, 128, 128, device='cuda', dtype=torch.bfloat16) for _ in range(4))
 o, lse = torch.ops.chiplet_fa.fwd(q, k, v, None, False, 'head_first', 8)"
-      ncu --kernel-name regex:fwd_kernel --launch-skip 1 --launch-count 1 $ncu_sections python3 -P -c "$setup
+      ncu --kernel-name regex:fwd_kernel --launch-skip 1 --launch-count 1 $ncu_sections -o "$OUT/profile_fwd" \
+        python3 -P -c "$setup
 for _ in range(2): torch.ops.chiplet_fa.fwd(q, k, v, None, False, 'head_first', 8)
-torch.cuda.synchronize()" > "$OUT/profile_fwd.txt" 2>&1 || status=1
-      ncu --kernel-name regex:bwd_kv_kernel --launch-skip 1 --launch-count 1 $ncu_sections python3 -P -c "$setup
+torch.cuda.synchronize()" > /dev/null 2>&1 || status=1
+      ncu -i "$OUT/profile_fwd.ncu-rep" > "$OUT/profile_fwd.txt" 2>&1
+      # Warp-state samples per SASS instruction: which instructions the stalls sit on.
+      ncu -i "$OUT/profile_fwd.ncu-rep" --page source --print-source sass --csv > "$OUT/profile_fwd_sass.csv" 2>&1
+      ncu --kernel-name regex:bwd_kv_kernel --launch-skip 1 --launch-count 1 $ncu_sections -o "$OUT/profile_bwd" \
+        python3 -P -c "$setup
 for _ in range(2): torch.ops.chiplet_fa.bwd(do, q, k, v, o, lse, None, False, 'head_first', 8, False)
-torch.cuda.synchronize()" > "$OUT/profile_bwd.txt" 2>&1 || status=1
+torch.cuda.synchronize()" > /dev/null 2>&1 || status=1
+      ncu -i "$OUT/profile_bwd.ncu-rep" > "$OUT/profile_bwd.txt" 2>&1
+      ncu -i "$OUT/profile_bwd.ncu-rep" --page source --print-source sass --csv > "$OUT/profile_bwd_sass.csv" 2>&1
       fwd_sym='sm9010fwd_kernelILNS_5DTypeE1ELi128ELb0ELb1E'  # sm90::fwd_kernel<bf16, 128, !windowed, plain>
       cuobjdump -sass "$so" | awk -v s="$fwd_sym" '$0 ~ "Function : .*" s {p=1; print; next} p && /Function : / {p=0} p' \
         > "$OUT/sass_fwd_hdim128.txt"

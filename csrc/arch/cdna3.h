@@ -49,6 +49,7 @@ struct PaddedTile {
   static constexpr int kTileRows = kRows, kTileCols = kD;
   static constexpr int kStride = kD + kSmemPad;
   static constexpr int kElems = kRows * kStride;
+  static constexpr int kRowPitch = kStride, kSwizzleRows = 1;  // no swizzle: see SmemTile in sm90.h
   static CFA_DEVICE int offset(int row, int col) { return row * kStride + col; }
 };
 template <int kRows, int kD>

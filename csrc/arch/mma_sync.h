@@ -15,6 +15,7 @@ struct PaddedTile {
   static constexpr int kTileRows = kRows, kTileCols = kD;
   static constexpr int kStride = kD + 8;
   static constexpr int kElems = kRows * kStride;
+  static constexpr int kRowPitch = kStride, kSwizzleRows = 1;  // no swizzle: see SmemTile in sm90.h
   static CFA_DEVICE int offset(int row, int col) { return row * kStride + col; }
 };
 

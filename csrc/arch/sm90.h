@@ -26,6 +26,8 @@ struct SmemTile {
   static constexpr int kTileRows = kRows, kTileCols = kD;
   static constexpr int kElems = kRows * kD;
   static constexpr int kPanel = kRows * 64;  // elements per panel (kRows * 128 bytes)
+  // Rows kSwizzleRows apart have the same swizzle: their offsets differ by the rows times kRowPitch.
+  static constexpr int kRowPitch = 64, kSwizzleRows = 8;
   static CFA_DEVICE int offset(int row, int col) {
     return (col / 64) * kPanel + row * 64 + ((((col % 64) / 8) ^ (row % 8)) * 8) + col % 8;
   }
@@ -33,10 +35,19 @@ struct SmemTile {
 
 // Shared-memory matrix descriptor: start address, leading and stride byte offsets (all >> 4)
 // and the 128-byte swizzle mode. Swizzle atoms (8 rows x 128 bytes) must be 1024-byte aligned.
-CFA_DEVICE uint64_t smem_desc(const void* smem, uint32_t leading_bytes, uint32_t stride_bytes) {
-  return uint64_t((smem_u32(smem) & 0x3FFFF) >> 4) | (uint64_t((leading_bytes >> 4) & 0x3FFF) << 16) |
-         (uint64_t((stride_bytes >> 4) & 0x3FFF) << 32) | (uint64_t(1) << 62);
-}
+// Built once per tile; the descriptor of a sub-tile is then one 32-bit add of a constant to the
+// address field (which cannot carry: shared addresses are below 2^18), not a rebuild from the
+// pointer, which cost a consumer ~130 uniform-datapath instructions a step.
+struct SmemDesc {
+  uint32_t lo, hi;
+  CFA_DEVICE SmemDesc(const void* smem, uint32_t leading_bytes, uint32_t stride_bytes)
+      : lo(((smem_u32(smem) & 0x3FFFF) >> 4) | (((leading_bytes >> 4) & 0x3FFF) << 16)),
+        hi(((stride_bytes >> 4) & 0x3FFF) | (1u << 30)) {}
+  template <typename T>
+  CFA_DEVICE uint64_t at(int elements) const {
+    return (uint64_t(hi) << 32) | (lo + uint32_t(elements * int(sizeof(T))) / 16);
+  }
+};
 
 CFA_DEVICE void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 CFA_DEVICE void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
@@ -65,15 +76,14 @@ CFA_DEVICE void pin(const uint32_t (&a)[1][kK][4]) {
 // Issues s = Q K^T for consumer warpgroup `wg` (rows 64 wg.. of the kQRows-row Q tile).
 template <typename T, int kN, int kD, int kQRows>
 CFA_DEVICE void wgmma_qk(Acc<1, kN>& s, const T* sQ, const T* sK, int wg) {
-  const T* q = sQ + wg * 64 * 64;  // row 64 * wg of panel 0
+  const SmemDesc q(sQ + wg * 64 * 64, 16, 1024), k(sK, 16, 1024);  // Q from row 64 * wg
 #pragma unroll
   for (int kk = 0; kk < kD / 16; ++kk) {
     // Within a panel a 16-column step is a 32-byte move of the start address; the hardware
     // applies the swizzle to the final address bits.
     const int panel = kk / 4, step = (kk % 4) * 16;
-    const uint64_t a = smem_desc(q + panel * SmemTile<kQRows, kD>::kPanel + step, 16, 1024);
-    const uint64_t b = smem_desc(sK + panel * SmemTile<kN, kD>::kPanel + step, 16, 1024);
-    Wgmma<T, kN>::ss(s.x, a, b, kk > 0);
+    Wgmma<T, kN>::ss(s.x, q.at<T>(panel * SmemTile<kQRows, kD>::kPanel + step),
+                     k.at<T>(panel * SmemTile<kN, kD>::kPanel + step), kk > 0);
   }
 }
 
@@ -81,11 +91,9 @@ CFA_DEVICE void wgmma_qk(Acc<1, kN>& s, const T* sQ, const T* sK, int wg) {
 // are 1024 bytes apart, 64-column panels kN * 128 bytes apart.
 template <typename T, int kN, int kD>
 CFA_DEVICE void wgmma_pv(Acc<1, kD>& o, const PFrag<T, 1, kN>& pf, const T* sV) {
+  const SmemDesc v(sV, SmemTile<kN, kD>::kPanel * int(sizeof(T)), 1024);
 #pragma unroll
-  for (int kk = 0; kk < kN / 16; ++kk) {
-    const uint64_t b = smem_desc(sV + kk * 16 * 64, SmemTile<kN, kD>::kPanel * int(sizeof(T)), 1024);
-    Wgmma<T, kD>::rs(o.x, pf.a[0][kk], b, 1);
-  }
+  for (int kk = 0; kk < kN / 16; ++kk) Wgmma<T, kD>::rs(o.x, pf.a[0][kk], v.at<T>(kk * 16 * 64), 1);
 }
 
 // Issues d = A B for 64 rows of A stored transposed and B stored N-major, both as one 64-column
@@ -93,12 +101,11 @@ CFA_DEVICE void wgmma_pv(Acc<1, kD>& o, const PFrag<T, 1, kN>& pf, const T* sV) 
 // dQ = dS K, with dS^T staged [key][query] and K [key][d]). Row groups of 8 are 1024 bytes apart.
 template <typename T, int kKeys, int kARows, int kBRows>
 CFA_DEVICE void wgmma_tn(Acc<1, 64>& d, const T* a_t, const T* b) {
+  const SmemDesc da(a_t, SmemTile<kARows, 64>::kPanel * int(sizeof(T)), 1024);
+  const SmemDesc db(b, SmemTile<kBRows, 64>::kPanel * int(sizeof(T)), 1024);
 #pragma unroll
-  for (int kk = 0; kk < kKeys / 16; ++kk) {
-    const uint64_t da = smem_desc(a_t + kk * 16 * 64, SmemTile<kARows, 64>::kPanel * int(sizeof(T)), 1024);
-    const uint64_t db = smem_desc(b + kk * 16 * 64, SmemTile<kBRows, 64>::kPanel * int(sizeof(T)), 1024);
-    Wgmma<T, 64>::template ss<1, 1>(d.x, da, db, kk > 0);
-  }
+  for (int kk = 0; kk < kKeys / 16; ++kk)
+    Wgmma<T, 64>::template ss<1, 1>(d.x, da.at<T>(kk * 16 * 64), db.at<T>(kk * 16 * 64), kk > 0);
 }
 
 }  // namespace chiplet_fa::CFA_FAMILY::arch

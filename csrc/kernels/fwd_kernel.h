@@ -86,7 +86,7 @@ struct FwdKernel : FwdConfig<kDType, kHeadDim, kWindowed> {
         arch::copy_commit();
       }
 
-      softmax.update(s, o);
+      softmax.update(s, o, mod.exp_scale<kPlain>());
       arch::PFrag<T, Cfg::kMTiles, kBlockN> pf;
       arch::pack_p(pf, s);
       arch::gemm_pv<T, Cfg::kMTiles, kBlockN, kDim>(o, pf, sV, warp, lane);

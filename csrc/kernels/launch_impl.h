@@ -48,10 +48,10 @@ void allow_smem(Kernel kernel) {
 #endif
 }
 
-// The sm90 kernels come in a plain variant (no softcap, no ALiBi: the registers and instruction
+// The sm90 kernels come in a plain variant (no softcap, no ALiBi, a positive scale: the registers and instruction
 // footprint of a loop without them); the other families apply both at run time.
 constexpr bool kPlainVariants = kFamily == KernelFamily::kSm90;
-inline bool plain_scores(const FwdParams& p) { return p.softcap == 0.f && !p.alibi_slopes; }
+inline bool plain_scores(const FwdParams& p) { return p.softcap == 0.f && !p.alibi_slopes && p.softmax_scale > 0; }
 
 template <DType kDType, int kHeadDim, bool kWindowed, bool kPlain>
 void launch_fwd(const FwdParams& p, cfaStream_t stream) {

@@ -52,11 +52,18 @@ struct OnlineSoftmax {
     if (needs_mask(w, n0, warp_row0)) mask(s, w, n0, warp_row0, lane);
   }
 
-  // Folds a block of logits into the row statistics and turns s into P. A row with no visible
-  // key yet keeps ref = -inf and contributes p = 0. Maxima and sums run over kPartials
-  // independent chains per row: one chain of kSize / kSlots dependent operations would leave
-  // the warp waiting on latency.
-  CFA_DEVICE void update(SAcc& s, OAcc& o) {
+  // How O must be rescaled after a fold: by alpha per slot, when any row's reference moved.
+  struct Rescale {
+    bool any;
+    float alpha[kSlots];
+  };
+
+  // Folds a block of logits (times scale > 0, ScoreMod::exp_scale) into the row statistics, kept
+  // in logit units, and turns s into P; O is left to rescale(), so a kernel may fold while the
+  // product that last wrote O is still running. A row with no visible key yet keeps ref = -inf
+  // and contributes p = 0. Maxima and sums run over kPartials independent chains per row: one
+  // chain of kSize / kSlots dependent operations would leave the warp waiting on latency.
+  CFA_DEVICE Rescale fold(SAcc& s, float scale) {
     constexpr int kPartials = 4;
     float block_max[kSlots][kPartials], ref[kSlots], block_sum[kSlots][kPartials];
 #pragma unroll
@@ -77,26 +84,26 @@ struct OnlineSoftmax {
     for (int r = 0; r < kSlots; ++r) {
 #pragma unroll
       for (int j = 1; j < kPartials; ++j) block_max[r][0] = fmaxf(block_max[r][0], block_max[r][j]);
-      new_max[r] = arch::row_allreduce_max(block_max[r][0]);
+      new_max[r] = arch::row_allreduce_max(block_max[r][0]) * scale;
       grow |= new_max[r] > row_max[r] + kRescaleSlack;
     }
-    if (arch::warp_any(grow)) {
-      float alpha[kSlots];
+    Rescale re{arch::warp_any(grow), {}};
+#pragma unroll
+    for (int r = 0; r < kSlots; ++r) re.alpha[r] = 1.f;
+    if (re.any) {
 #pragma unroll
       for (int r = 0; r < kSlots; ++r) {
         new_max[r] = fmaxf(row_max[r], new_max[r]);
-        alpha[r] = new_max[r] == -INFINITY ? 1.f : exp2f(row_max[r] - new_max[r]);
+        re.alpha[r] = new_max[r] == -INFINITY ? 1.f : exp2f(row_max[r] - new_max[r]);
         row_max[r] = new_max[r];
-        row_sum[r] *= alpha[r];
+        row_sum[r] *= re.alpha[r];
       }
-#pragma unroll
-      for (int i = 0; i < OAcc::kSize; ++i) o.x[i] *= alpha[OAcc::slot(i)];
     }
 #pragma unroll
     for (int r = 0; r < kSlots; ++r) ref[r] = row_max[r] == -INFINITY ? 0.f : row_max[r];
 #pragma unroll
     for (int i = 0; i < SAcc::kSize; ++i) {
-      s.x[i] = exp2f(s.x[i] - ref[SAcc::slot(i)]);
+      s.x[i] = exp2f(fmaf(s.x[i], scale, -ref[SAcc::slot(i)]));
       block_sum[SAcc::slot(i)][(i / 4) % kPartials] += s.x[i];
     }
     // Partial row sums stay per lane (lanes of a row share ref): one reduction in finish().
@@ -104,7 +111,16 @@ struct OnlineSoftmax {
     for (int r = 0; r < kSlots; ++r)
 #pragma unroll
       for (int j = 0; j < kPartials; ++j) row_sum[r] += block_sum[r][j];
+    return re;
   }
+
+  static CFA_DEVICE void rescale(OAcc& o, const Rescale& re) {
+    if (!re.any) return;
+#pragma unroll
+    for (int i = 0; i < OAcc::kSize; ++i) o.x[i] *= re.alpha[OAcc::slot(i)];
+  }
+
+  CFA_DEVICE void update(SAcc& s, OAcc& o, float scale) { rescale(o, fold(s, scale)); }
 
   // 1 / row sum per slot (0 for a row that saw no key), and the row's natural-log
   // log-sum-exp written to lse[row] for rows below seqlen_q.

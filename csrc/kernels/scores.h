@@ -27,6 +27,14 @@ struct ScoreMod {
         offset(s.len_k - s.len_q),
         softcap(p.softcap > 0.f) {}
 
+  // What the online softmax still multiplies logits by: a plain kernel leaves the scores raw
+  // (to_logits does nothing), takes row maxima of them and folds scale, subtraction of the max
+  // and exp2 into one FFMA and one MUFU a score. Needs softmax_scale > 0 (plain_scores checks).
+  template <bool kPlain>
+  CFA_DEVICE float exp_scale() const {
+    return kPlain ? scale_log2 : 1.f;
+  }
+
   // Neither softcap nor ALiBi: the logit is one multiply, which hot loops keep apart.
   CFA_DEVICE bool plain() const { return !softcap && slope_log2 == 0.f; }
 
@@ -48,7 +56,8 @@ struct ScoreMod {
   // to logits in place; kPlain: the caller knows plain() holds.
   template <bool kPlain = false, typename Acc>
   CFA_DEVICE void to_logits(Acc& s, int row0, int col0, int lane) const {
-    if (kPlain || !softcap) {
+    if constexpr (kPlain) return;  // the softmax applies scale_log2 inside its exp2 (exp_scale)
+    if (!softcap) {
 #pragma unroll
       for (int i = 0; i < Acc::kSize; ++i) s.x[i] *= scale_log2;
     } else {

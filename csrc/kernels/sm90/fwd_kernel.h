@@ -8,9 +8,9 @@
 //               (two named barriers, "ping-pong"): while one warpgroup's QK^T and PV products
 //               run, the other computes its softmax, which on one workgroup per SM would
 //               otherwise leave the tensor cores idle for a third of every step.
-// Per step a consumer issues PV of the previous key block and QK^T of this one back to back,
-// hands the turn over, waits for both, then runs the softmax of this block (which rescales O
-// right after it is complete). setmaxnreg moves registers from the producer to the consumers.
+// Per step a consumer issues QK^T of this key block and PV of the previous one back to back,
+// hands the turn over, runs the softmax of this block as soon as QK^T is complete (PV still
+// running), then rescales O and packs P once PV is done. setmaxnreg moves registers from the producer to the consumers.
 #pragma once
 #include <type_traits>
 
@@ -171,8 +171,8 @@ struct FwdKernel : arch::WarpSpecialised<2, 56, 224> {
     arch::PFrag<T, 1, kBlockN> pf;
     Softmax softmax;
 
-    // Step it issues PV of ring position it - 1 and QK^T of position it (key block
-    // keys.first + it). The first and last steps, and the blocks that need masking, are separate
+    // Step it issues QK^T of ring position it (key block keys.first + it) and PV of position
+    // it - 1. The first and last steps, and the blocks that need masking, are separate
     // instantiations: ptxas serialises a wgmma under a runtime branch, and if-converts a masking
     // branch into selects on every block.
     auto step = [&](int it, auto has_qk, auto has_pv, auto masked) {
@@ -183,22 +183,38 @@ struct FwdKernel : arch::WarpSpecialised<2, 56, 224> {
       arch::fence_async_proxy();  // the copies were cp.async (generic proxy) writes
       arch::named_barrier_sync(turn, kTurnThreads);
       arch::wgmma_fence();
-      if constexpr (kPV) arch::wgmma_pv<T, kBlockN, kDim>(o, pf, t.sV + prev * KVTile::kElems);
-      if constexpr (kQK) arch::wgmma_qk<T, kBlockN, kDim, kBlockM>(s, t.sQ, t.sK + stage * KVTile::kElems, cw);
-      arch::wgmma_commit();
+      // QK^T first, in a group of its own: the softmax starts when it completes, while PV of
+      // the previous block still runs (FA3's intra-warpgroup overlap, with no second S in
+      // registers: P of the previous block stays packed until PV is done with it).
+      if constexpr (kQK) {
+        arch::wgmma_qk<T, kBlockN, kDim, kBlockM>(s, t.sQ, t.sK + stage * KVTile::kElems, cw);
+        arch::wgmma_commit();
+      }
+      if constexpr (kPV) {
+        arch::wgmma_pv<T, kBlockN, kDim>(o, pf, t.sV + prev * KVTile::kElems);
+        arch::wgmma_commit();
+      }
       // Every turn is handed over except the last one of consumer 1, which nobody awaits.
       if (kQK || cw == 0) arch::named_barrier_arrive(other_turn, kTurnThreads);
-      arch::wgmma_wait<0>();
-      arch::pin(o.x);
-      arch::pin(s.x);
-      // wgmma_wait is warp-collective: the whole warp is done with the buffers.
-      if constexpr (kQK) if (lane == 0) arch::mbarrier_arrive(&t.bar->k_empty[stage]);
-      if constexpr (kPV) if (lane == 0) arch::mbarrier_arrive(&t.bar->v_empty[prev]);
+      typename Softmax::Rescale rescale{false, {}};
       if constexpr (kQK) {
+        arch::wgmma_wait<kPV ? 1 : 0>();
+        arch::pin(s.x);
+        // wgmma_wait is warp-collective: the whole warp is done with the buffer.
+        if (lane == 0) arch::mbarrier_arrive(&t.bar->k_empty[stage]);
         const int n0 = (info.keys.first + it) * kBlockN;
         mod.to_logits<kPlain>(s, warp_row0, n0, lane);
         if constexpr (decltype(masked)::value) softmax.mask(s, info.window, n0, warp_row0, lane);
-        softmax.update(s, o);
+        rescale = softmax.fold(s, mod.exp_scale<kPlain>());
+      }
+      if constexpr (kPV) {
+        arch::wgmma_wait<0>();
+        arch::pin(o.x);
+        arch::pin(pf.a);
+        if (lane == 0) arch::mbarrier_arrive(&t.bar->v_empty[prev]);
+      }
+      if constexpr (kQK) {
+        Softmax::rescale(o, rescale);
         arch::pack_p(pf, s);
       }
     };
