@@ -79,9 +79,12 @@ class CMakeBuild(build_ext):
         build_dir.mkdir(parents=True, exist_ok=True)
         options = ([f"-DCHIPLET_FA_BACKEND={backend}", f"-DCHIPLET_FA_EMULATE={emulate}"] +
                    gpu_arch_args(torch, backend))
+        # Unset, a reduced set is dropped from the cache: a rebuild after a reduced one builds all.
         for var in ("CHIPLET_FA_DTYPES", "CHIPLET_FA_HDIMS"):
             if os.environ.get(var):
                 options.append(f"-D{var}=" + os.environ[var].replace(",", ";"))
+            else:
+                options.append(f"-U{var}")
         print(f"chiplet_fa: building in {build_dir} with {' '.join(options)}", flush=True)
         subprocess.check_call([
             "cmake", "-S", str(ROOT), "-B", str(build_dir), "-G", "Ninja",
