@@ -21,13 +21,14 @@ CFA_DEVICE void load_tile(T* smem, const T* g, int64_t row_stride, int row0, int
     const bool col_ok = col < head_dim;
     const T* src = g + (row0 + r0) * row_stride + col;
     if (row0 + Tile::kTileRows <= n_rows && head_dim == Tile::kTileCols) {  // a whole tile: no checks
-      // Shared addresses as one base plus constants: the compiler does not see on its own that
-      // rows kRowStep apart share a swizzle (3 instructions more a copy in the sm90 producer).
-      static_assert(kRowStep % Tile::kSwizzleRows == 0);
+      // Shared addresses as one base plus constants where rows kRowStep apart share a swizzle: the
+      // compiler does not see it on its own (3 instructions more a copy in the sm90 producer).
+      constexpr bool kSameSwizzle = kRowStep % Tile::kSwizzleRows == 0;
       T* dst = smem + Tile::offset(r0, col);
 #pragma unroll
       for (int j = 0; j < Tile::kTileRows / kRowStep; ++j)
-        arch::copy_16B_async(dst + j * kRowStep * Tile::kRowPitch, src + j * kRowStep * row_stride, true);
+        arch::copy_16B_async(kSameSwizzle ? dst + j * kRowStep * Tile::kRowPitch : smem + Tile::offset(r0 + j * kRowStep, col),
+                             src + j * kRowStep * row_stride, true);
       return;
     }
 #pragma unroll
