@@ -165,6 +165,20 @@ def test_naive_policies_follow_their_order_and_ignore_domains(shape):
         assert torch.equal(mapped(naive, shape[:-1] + (1,)), mapped(naive, shape))
 
 
+@with_hard_shapes
+@given(grids())
+def test_causal_order_reverses_each_rows_m_blocks(shape):
+    """causal=True (the order the kernels run a causal call in): the same workgroup gets the same
+    (batch, q_head) and m-block M - 1 - m, so the policy stays a bijection with its locality
+    guarantees, and the first workgroup of every row's run takes the longest tile."""
+    batch, num_q_heads, num_kv_heads, num_m_blocks, num_xcds = shape
+    for policy in MAPPINGS:
+        plain = mapped(policy, shape)
+        causal = map_workgroups(policy, batch, num_q_heads, num_kv_heads, num_m_blocks, num_xcds, causal=True)
+        assert torch.equal(causal[:, :2], plain[:, :2]), policy
+        assert torch.equal(causal[:, 2], num_m_blocks - 1 - plain[:, 2]), policy
+
+
 @pytest.mark.parametrize("num_xcds", [1, 8])
 def test_auto_resolves_by_domain_count(num_xcds):
     expected = "swizzled_head_first" if num_xcds > 1 else "head_first"

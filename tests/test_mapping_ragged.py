@@ -49,6 +49,19 @@ def accs(tiles, case):
 
 @with_hard_cases
 @given(ragged())
+def test_causal_order_reverses_each_sequences_m_blocks(case):
+    """causal=True on a ragged grid: m-block M_b - 1 - m of the tile's own sequence, nothing else moved."""
+    blocks, num_q_heads, num_kv_heads, num_xcds = case
+    for policy in MAPPINGS:
+        plain = mapped(policy, case)
+        causal = map_workgroups(policy, len(blocks), num_q_heads, num_kv_heads, max(blocks), num_xcds,
+                                causal=True, blocks_per_sequence=blocks)
+        assert torch.equal(causal[:, :2], plain[:, :2]), policy
+        assert torch.equal(causal[:, 2], torch.tensor(blocks)[plain[:, 0]] - 1 - plain[:, 2]), policy
+
+
+@with_hard_cases
+@given(ragged())
 def test_every_policy_is_a_bijection_over_the_ragged_tiles(case):
     blocks, num_q_heads, _, _ = case
     grid = num_q_heads * sum(blocks)

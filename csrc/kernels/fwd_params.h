@@ -99,8 +99,11 @@ struct FwdParams {
   int32_t block_m;  // rows per tile of the backend that runs: fixes num_m_blocks
 
   CFA_HOST_DEVICE int32_t num_m_blocks() const { return (seqlen_q + block_m - 1) / block_m; }
+  // A key window bounded on the right (causal, sliding) gives later query blocks more keys, so
+  // tiles are handed out longest first.
+  CFA_HOST_DEVICE bool longest_first() const { return windowed && window_right < seqlen_k; }
   CFA_HOST_DEVICE GridShape grid_shape() const {
-    return GridShape{batch, num_q_heads, num_m_blocks(), num_xcds, block_offsets};
+    return GridShape{batch, num_q_heads, num_m_blocks(), num_xcds, block_offsets, longest_first()};
   }
   // Workgroups to launch: the grid, or for a ragged one a bound the host knows without reading
   // cu_seqlens (sum_b ceil(len_b / block) <= ceil(T / block) + batch); those past the grid exit.

@@ -93,7 +93,7 @@ struct AttnShape {
       for (int64_t b = 0; b < batch; ++b) offsets.push_back(int32_t(offsets.back() + m_blocks(b)));
     }
     return GridShape{int32_t(batch), int32_t(num_q_heads), int32_t(num_m_blocks()), mapping_xcds,
-                     offsets.empty() ? nullptr : offsets.data()};
+                     offsets.empty() ? nullptr : offsets.data(), causal};
   }
 };
 
