@@ -11,7 +11,8 @@
 //   row_allreduce_max/sum over the lanes sharing a row; warp_any;
 //   copy_16B_async/copy_commit/copy_wait<N> (global -> shared, zero-fill when !valid);
 //   gemm_qk(S, sQ, sK, warp, lane) (S = Q K^T for the warp's rows), PFrag + pack_p / pack_p_pair,
-//   gemm_pv(O, P, sV, warp, lane) (O += P V); block_sync; fast_tanh (the softcap).
+//   gemm_pv(O, P, sV, warp, lane) (O += P V); block_sync; fast_tanh (the softcap); fast_exp2 (the
+//   softmax: 2^x, 2^-inf = 0).
 // The online softmax, masking and tiling in kernels/fwd_kernel.h use nothing else. The backward
 // (kernels/bwd_kernel.h) also uses PaddedTile<kRows, kD> (row-major, kStride elements per row)
 // and the products over any such tile, warp_gemm_abt(S, sA, sB, stride, lane) (S = A B^T) and

@@ -218,6 +218,8 @@ CFA_DEVICE void pack_p(PFrag<T, kMT, kN>& pf, const Acc<kMT, kN>& p) {
 }
 
 CFA_DEVICE float fast_tanh(float x) { return tanhf(x); }
+// -ffast-math (CFA_CDNA3_MATH_FLAGS) already makes exp2f one v_exp_f32.
+CFA_DEVICE float fast_exp2(float x) { return exp2f(x); }
 
 // o += P V for P in registers and the kN rows of sV (row-major [key][d]; in the backward also
 // dO, Q or a column slice of K), computed as O^T += V^T P^T. The A operand of head-dim tile dt,

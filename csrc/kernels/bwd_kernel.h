@@ -99,7 +99,7 @@ CFA_DEVICE ProbGrad prob_grad(const ScoreMod& mod, float s, float dp, int row, i
                               float delta) {
   float grad;
   const float logit = mod.logit(s, row, col, &grad);  // grad is set for masked scores too: 0 * grad
-  const float prob = masked ? 0.f : exp2f(logit - lse_log2);
+  const float prob = masked ? 0.f : arch::fast_exp2(logit - lse_log2);
   return {prob, prob * (dp - delta) * grad};
 }
 

@@ -94,7 +94,7 @@ struct OnlineSoftmax {
 #pragma unroll
       for (int r = 0; r < kSlots; ++r) {
         new_max[r] = fmaxf(row_max[r], new_max[r]);
-        re.alpha[r] = new_max[r] == -INFINITY ? 1.f : exp2f(row_max[r] - new_max[r]);
+        re.alpha[r] = new_max[r] == -INFINITY ? 1.f : arch::fast_exp2(row_max[r] - new_max[r]);
         row_max[r] = new_max[r];
         row_sum[r] *= re.alpha[r];
       }
@@ -103,7 +103,7 @@ struct OnlineSoftmax {
     for (int r = 0; r < kSlots; ++r) ref[r] = row_max[r] == -INFINITY ? 0.f : row_max[r];
 #pragma unroll
     for (int i = 0; i < SAcc::kSize; ++i) {
-      s.x[i] = exp2f(fmaf(s.x[i], scale, -ref[SAcc::slot(i)]));
+      s.x[i] = arch::fast_exp2(fmaf(s.x[i], scale, -ref[SAcc::slot(i)]));
       block_sum[SAcc::slot(i)][(i / 4) % kPartials] += s.x[i];
     }
     // Partial row sums stay per lane (lanes of a row share ref): one reduction in finish().

@@ -185,7 +185,7 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
       if constexpr (kPlain) {
 #pragma unroll
         for (int i = 0; i < SAcc::kSize; ++i) {
-          const float prob = exp2f(s.x[i] * mod.scale_log2 - lse_log2[SAcc::col(i, lane)]);
+          const float prob = arch::fast_exp2(s.x[i] * mod.scale_log2 - lse_log2[SAcc::col(i, lane)]);
           s.x[i] = hidden(i) ? 0.f : prob;
         }
         arch::pack_p(pf, s);
@@ -197,7 +197,7 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
           for (int e = 0; e < 2; ++e) {
             const int qi = SAcc::col(i + e, lane);
             const float logit = mod.logit(s.x[i + e], m0 + qi, key0 + SAcc::row(i + e, lane), &grad[e]);
-            prob[e] = hidden(i + e) ? 0.f : exp2f(logit - lse_log2[qi]);
+            prob[e] = hidden(i + e) ? 0.f : arch::fast_exp2(logit - lse_log2[qi]);
           }
           arch::pack_p_pair(pf, i, prob[0], prob[1]);
           s.x[i] = prob[0] * grad[0];
