@@ -30,6 +30,7 @@ using cfaError_t = hipError_t;
 #define cfaGetErrorString hipGetErrorString
 #define cfaFuncSetAttribute hipFuncSetAttribute
 #define cfaFuncAttributeMaxDynamicSharedMemorySize hipFuncAttributeMaxDynamicSharedMemorySize
+#define cfaMemsetAsync hipMemsetAsync
 #elif defined(CFA_CUDA)
 using cfaStream_t = cudaStream_t;
 using cfaError_t = cudaError_t;
@@ -38,6 +39,7 @@ using cfaError_t = cudaError_t;
 #define cfaGetErrorString cudaGetErrorString
 #define cfaFuncSetAttribute cudaFuncSetAttribute
 #define cfaFuncAttributeMaxDynamicSharedMemorySize cudaFuncAttributeMaxDynamicSharedMemorySize
+#define cfaMemsetAsync cudaMemsetAsync
 #endif
 
 #if defined(CFA_HIP) || defined(CFA_CUDA)

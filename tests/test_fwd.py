@@ -153,6 +153,19 @@ def test_strided_inputs_are_read_through_their_strides(device):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+def test_broadcast_inputs_give_the_results_of_their_copies(device):
+    # k and v broadcast over heads and batch (stride 0), as an expand() of MQA's one KV head gives.
+    dtype = torch.bfloat16 if device != "cpu" else torch.float64
+    q = torch.randn(3, 130, 4, 64, device=torch_device(device), dtype=dtype)
+    k, v = (torch.randn(1, 150, 1, 64, device=torch_device(device), dtype=dtype).expand(3, 150, 2, 64)
+            for _ in range(2))
+    assert k.stride(0) == 0 and k.stride(2) == 0
+    got = torch.ops.chiplet_fa.fwd(q, k, v, causal=True)
+    want = torch.ops.chiplet_fa.fwd(q, k.contiguous(), v.contiguous(), causal=True)
+    assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_attention_returns_the_op_output(device):
     dtype = torch.float16 if device != "cpu" else torch.float32
     q, k, v = (torch.randn(1, 70, 4, 16, device=torch_device(device), dtype=dtype) for _ in range(3))

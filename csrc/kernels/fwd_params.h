@@ -87,6 +87,9 @@ struct FwdParams {
   // Ragged grid of the pass that reads these params (batch + 1 entries, see GridShape), written by
   // the launch code before the kernel; nullptr for a dense batch.
   int32_t* block_offsets;
+  // Work-queue counters of a persistent kernel (one per L2 domain it serves, at most num_xcds),
+  // zeroed by the launch code; nullptr for the families that launch one workgroup per tile.
+  int32_t* tile_counters;
 
   bool windowed;                     // a window (or causal mask) applies; else window_* are unused
   int32_t window_left, window_right;  // seqlen_k where unbounded

@@ -14,11 +14,13 @@ struct KernelGeometry {
   int bwd_block_n;     // keys per workgroup of the backward main pass (fixes num_n_blocks)
   int bwd_dq_block_m;  // query rows per workgroup of the deterministic dQ pass
   int bwd_row_pad;     // softmax_d and lse_log2 rows are padded to whole blocks of this many
+  bool fwd_persistent;  // the forward runs persistent workers: FwdParams::tile_counters needed
 };
 
-// The sm90 backward gives each of its two consumer warpgroups 64 keys.
+// The sm90 backward gives each of its two consumer warpgroups 64 keys; its forward is persistent.
 constexpr KernelGeometry geometry(KernelFamily f) {
-  return KernelGeometry{128, f == KernelFamily::kSm90 ? 128 : 64, 64, 64};
+  const bool sm90 = f == KernelFamily::kSm90;
+  return KernelGeometry{128, sm90 ? 128 : 64, 64, 64, sm90};
 }
 
 #if defined(CFA_CUDA) || defined(CFA_HIP) || defined(CFA_EMULATE)

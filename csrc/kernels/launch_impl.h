@@ -53,6 +53,8 @@ void allow_smem(Kernel kernel) {
 constexpr bool kPlainVariants = kFamily == KernelFamily::kSm90;
 inline bool plain_scores(const FwdParams& p) { return p.softcap == 0.f && !p.alibi_slopes && p.softmax_scale > 0; }
 
+// The sm90 forward runs persistent workers (at most one per SM) with TMA descriptions of q, k, v;
+// the other families one workgroup per tile with the params alone.
 template <DType kDType, int kHeadDim, bool kWindowed, bool kPlain>
 void launch_fwd(const FwdParams& p, cfaStream_t stream) {
   using Cfg = FwdKernel<kDType, kHeadDim, kWindowed, kPlain>;
@@ -61,7 +63,15 @@ void launch_fwd(const FwdParams& p, cfaStream_t stream) {
   allow_smem<Cfg::kSmemBytes>(kernel);
   fill_grid(p.cu_seqlens_q, p.batch, p.total_q, p.seqlen_q, Cfg::kBlockM, p.block_offsets, false, stream);
   const int64_t grid = p.launch_size(p.grid_shape(), p.total_q, Cfg::kBlockM);
+#if defined(CFA_FAMILY_SM90)
+  const TmaFwdParams args = with_tensor_maps(p, kDType == DType::kBFloat16, Cfg::kBlockM, Cfg::kBlockN);
+  const int domains = scheduler_domains(p);
+  cfaMemsetAsync(p.tile_counters, 0, sizeof(int32_t) * domains, stream);
+  CFA_LAUNCH(kernel, dim3(unsigned(persistent_workers(grid, domains))), dim3(Cfg::kThreads), Cfg::kSmemBytes, stream,
+             args);
+#else
   CFA_LAUNCH(kernel, dim3(unsigned(grid)), dim3(Cfg::kThreads), Cfg::kSmemBytes, stream, p);
+#endif
 }
 
 template <DType kDType, int kHeadDim, bool kWindowed>

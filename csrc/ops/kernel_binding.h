@@ -4,6 +4,7 @@
 // the family's kernels launched on `stream`, and the results copied back. Compiled as CUDA, HIP
 // or (emulated) host C++: every family's launchers are declared for all three.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <vector>
@@ -19,11 +20,12 @@
 namespace chiplet_fa {
 
 // The kernels copy 16-byte pieces: base pointers and every stride but the last dimension's must
-// be multiples of 8 elements and the head dim a multiple of 8. Other inputs get a zero-padded copy.
+// be multiples of 8 elements and the head dim a multiple of 8; the copy engine (sm90's TMA) also
+// takes no stride 0 over more than one entry (a broadcast). Other inputs get a zero-padded copy.
 inline at::Tensor kernel_layout(const at::Tensor& t, int64_t head_dim8) {
   at::Tensor x = t.size(-1) == head_dim8 ? t : at::constant_pad_nd(t, {0, head_dim8 - t.size(-1)});
   bool aligned = reinterpret_cast<uintptr_t>(x.data_ptr()) % 16 == 0;
-  for (int64_t d = 0; d + 1 < x.dim(); ++d) aligned &= x.stride(d) % 8 == 0;
+  for (int64_t d = 0; d + 1 < x.dim(); ++d) aligned &= x.stride(d) % 8 == 0 && (x.stride(d) != 0 || x.size(d) == 1);
   return aligned ? x : x.contiguous();
 }
 
@@ -76,6 +78,11 @@ inline FwdResult fwd_with_kernels(const FwdArgs& a, const std::optional<at::Tens
   if (finish_without_kernel(p, out, lse)) return {out, lse};
   const at::Tensor offsets = ragged_grid(p.cu_seqlens_q, p.batch, a.q);
   p.block_offsets = offsets.defined() ? offsets.data_ptr<int32_t>() : nullptr;
+  // A persistent forward's work queues: a counter per L2 domain at most (the launch zeroes them).
+  const at::Tensor counters = geometry(family).fwd_persistent
+                                  ? at::empty({std::max<int64_t>(1, p.num_xcds)}, a.q.options().dtype(at::kInt))
+                                  : at::Tensor();
+  p.tile_counters = counters.defined() ? counters.data_ptr<int32_t>() : nullptr;
   TORCH_CHECK_VALUE(p.launch_size(p.grid_shape(), p.total_q, block_m) <= INT32_MAX, a.op(),
                     ": batch * num_heads * ceil(seqlen_q / ", block_m, ") must fit a 1-D grid (< 2^31)");
 

@@ -1,56 +1,77 @@
 // FlashAttention forward for sm_90a, warp-specialised in the manner FlashAttention-3 describes.
-// A workgroup of three warpgroups computes a 128 x D tile of the output, chosen by
-// map_workgroup like every other forward kernel:
-//   producer    (warpgroup 0) copies Q once and K/V blocks into a ring of kStages buffers
-//               with cp.async; mbarriers per buffer say "landed" (k_full, v_full) and
-//               "free again" (k_empty, v_empty).
+// Persistent workers (kernels/sm90/tile_scheduler.h), one per SM, each take 128 x D output tiles
+// from the work queue of their L2 domain, in map_workgroup's order. A worker has three warpgroups:
+//   producer    (one warp of warpgroup 0) has the copy engine (TMA) bring each tile's Q and its
+//               K/V blocks into a ring of kStages buffers; mbarriers per buffer say "landed"
+//               (k_full, v_full: the bytes arrived) and "free again" (k_empty, v_empty), q_full and
+//               q_empty do the same for Q. The ring runs on across tiles: the next tile's Q and
+//               first K/V blocks land while the consumers finish the last one.
 //   consumers   (warpgroups 1, 2) own 64 query rows each. They take turns on the tensor cores
 //               (two named barriers, "ping-pong"): while one warpgroup's QK^T and PV products
 //               run, the other computes its softmax, which on one workgroup per SM would
 //               otherwise leave the tensor cores idle for a third of every step.
 // Per step a consumer issues QK^T of this key block and PV of the previous one back to back,
 // hands the turn over, runs the softmax of this block as soon as QK^T is complete (PV still
-// running), then rescales O and packs P once PV is done. setmaxnreg moves registers from the producer to the consumers.
+// running), then rescales O and packs P once PV is done. O goes from registers to global memory
+// (kernels/sm90/epilogue.h). setmaxnreg moves registers from the producer to the consumers.
 #pragma once
 #include <type_traits>
 
 #include "arch/arch.h"
 #include "arch/sm90_sync.h"
+#include "arch/sm90_tma.h"
 #include "kernels/fwd_params.h"
-#include "mapping/mapping.h"
 #include "kernels/online_softmax.h"
 #include "kernels/scores.h"
+#include "kernels/sm90/epilogue.h"
+#include "kernels/sm90/fwd_tma.h"
+#include "kernels/sm90/tile_scheduler.h"
 #include "kernels/tile_io.h"
+#include "mapping/mapping.h"
 
 namespace chiplet_fa::CFA_FAMILY {
 
-// 65536 / 384 = 168 registers a thread at launch; the producer gives most of its share to the
-// consumers (56 * 128 + 224 * 256 = 168 * 384).
+// 65536 / 384 = 168 registers a thread at launch; the producer, which only issues copies, gives
+// most of its share to the consumers (40 * 128 + 232 * 256 <= 168 * 384; at 24 or 32 its per-tile
+// mapping arithmetic spills more, and the consumers need no more than 232).
 // kPlain: scores without softcap or ALiBi, a kernel of its own so that the common case keeps the
 // registers and instruction footprint of a loop without them.
 template <DType kDType, int kHeadDim, bool kWindowed, bool kPlain>
-struct FwdKernel : arch::WarpSpecialised<2, 56, 224> {
+struct FwdKernel : arch::WarpSpecialised<2, 40, 232> {
   using T = typename arch::Element<kDType>::type;
   static constexpr int kDim = arch::padded_head_dim(kHeadDim);
   static constexpr int kBlockM = 64 * kConsumers;
   static constexpr int kBlockN = arch::block_n(kDim);
+  static constexpr int kPanels = kDim / arch::kTmaBoxCols;
 
   using QTile = arch::SmemTile<kBlockM, kDim>;
   using KVTile = arch::SmemTile<kBlockN, kDim>;
-  // K/V buffers: three where they fit beside Q in the 227 KB a workgroup may use, else two.
+  // Q buffers (two let the next tile's Q land while this one's is in use) and K/V buffers, in the
+  // 227 KB a workgroup may use: two of Q and three of K/V at D=64, two and two at D=128 and 192,
+  // one and two at D=256.
   static constexpr int kMaxSmemBytes = 227 * 1024;
-  static constexpr int kStages =
-      (QTile::kElems + 6 * KVTile::kElems) * int(sizeof(T)) + 256 <= kMaxSmemBytes ? 3 : 2;
+  static constexpr bool fits(int q, int kv) {
+    return (q * QTile::kElems + 2 * kv * KVTile::kElems) * int(sizeof(T)) + 1024 <= kMaxSmemBytes;
+  }
+  static constexpr int kQStages = fits(2, 2) ? 2 : 1;
+  static constexpr int kStages = fits(kQStages, 3) ? 3 : 2;
+  static constexpr uint32_t kQBytes = QTile::kElems * sizeof(T), kKVBytes = KVTile::kElems * sizeof(T);
   using SAcc = arch::Acc<1, kBlockN>;
   using OAcc = arch::Acc<1, kDim>;
   using Softmax = OnlineSoftmax<SAcc, OAcc, kBlockN, kWindowed>;
+  // Full barriers take one arrival from each lane of the producer warp (lane 0's also expects the
+  // copy engine's bytes); q_empty one from every consumer thread, k/v_empty one per consumer warp.
+  static constexpr int kProducerLanes = 32;
+  static constexpr int kConsumerThreads = kConsumers * kWgThreads, kConsumerWarps = kConsumerThreads / 32;
   struct Barriers {
-    uint64_t q_full, k_full[kStages], v_full[kStages], k_empty[kStages], v_empty[kStages];
+    uint64_t q_full[kQStages], q_empty[kQStages];
+    uint64_t k_full[kStages], v_full[kStages], k_empty[kStages], v_empty[kStages];
   };
-  // This workgroup's tile: its head's slabs in global memory, and the rows and key blocks it
-  // covers. Kept in shared memory and read where used: the consumers' registers are all but taken
-  // by O and the scores.
+  // One tile: its head's slabs in global memory, and the rows and key blocks it covers. Written
+  // by the producer a tile ahead, read from shared memory where used: the consumers' registers are
+  // all but taken by O and the scores. Slot n % kInfoSlots holds tile n (see produce).
   struct TileInfo {
+    bool none;  // no tile: the worker's queue is empty, the consumers stop
     FwdParams::HeadSlabs<T> g;
     Tile tile;
     Sequence seq;
@@ -59,25 +80,25 @@ struct FwdKernel : arch::WarpSpecialised<2, 56, 224> {
     BlockRange keys;  // key blocks some row sees
     CFA_DEVICE int n_blocks() const { return keys.end - keys.first; }
   };
-  static constexpr int kTileBytes = (QTile::kElems + 2 * kStages * KVTile::kElems) * int(sizeof(T));
-  static constexpr int kSmemBytes = kTileBytes + int(sizeof(Barriers)) + int(sizeof(TileInfo));
+  static constexpr int kTileBytes = (kQStages * QTile::kElems + 2 * kStages * KVTile::kElems) * int(sizeof(T));
+  static constexpr int kInfoSlots = kQStages + 2;
+  static constexpr int kSmemBytes = kTileBytes + int(sizeof(Barriers)) + kInfoSlots * int(sizeof(TileInfo));
   static_assert(kSmemBytes <= kMaxSmemBytes, "shared memory per workgroup on sm_90");
-  // Named barrier ids (0 is __syncthreads): a consumer's turn, a consumer's epilogue.
-  static constexpr int kTurnBarrier = 1, kEpilogueBarrier = 1 + kConsumers;
-  static constexpr int kConsumerWarps = kConsumers * kWgThreads / 32;
+  static constexpr int kTurnBarrier = 1;  // named barriers 1, 2: a consumer's turn (0 is __syncthreads)
 
-  // Where the tile, the K/V ring and the barriers are in shared memory.
+  // Where the tiles, the K/V ring, the barriers and the tile slots are in shared memory.
   struct Slabs {
     T* sQ;
     T* sK;
     T* sV;
     Barriers* bar;
-    const TileInfo* info;
+    TileInfo* info;
   };
 
-  static CFA_DEVICE TileInfo tile_info(const FwdParams& p, const GridShape& grid) {
+  static CFA_DEVICE TileInfo tile_info(const FwdParams& p, const GridShape& grid, int64_t wid) {
     TileInfo i;
-    i.tile = map_workgroup(p.mapping, blockIdx.x, grid);
+    i.none = false;
+    i.tile = map_workgroup(p.mapping, wid, grid);
     i.seq = p.sequence(i.tile.batch);
     i.window = p.key_window(i.seq);
     i.m0 = i.tile.m_block * kBlockM;
@@ -86,24 +107,22 @@ struct FwdKernel : arch::WarpSpecialised<2, 56, 224> {
     return i;
   }
 
-  static CFA_DEVICE void run(const FwdParams& p, unsigned char* smem) {
-    const GridShape grid = p.grid_shape();
-    if (blockIdx.x >= grid_size(grid)) return;  // a ragged grid is launched with a bound
+  static CFA_DEVICE void run(const TmaFwdParams& a, unsigned char* smem) {
     Slabs t;
     t.sQ = reinterpret_cast<T*>(smem);
-    t.sK = t.sQ + QTile::kElems;
+    t.sK = t.sQ + kQStages * QTile::kElems;
     t.sV = t.sK + kStages * KVTile::kElems;
     t.bar = reinterpret_cast<Barriers*>(smem + kTileBytes);
-    TileInfo* info = reinterpret_cast<TileInfo*>(smem + kTileBytes + sizeof(Barriers));
-    t.info = info;
-
+    t.info = reinterpret_cast<TileInfo*>(smem + kTileBytes + sizeof(Barriers));
     if (threadIdx.x == 0) {
-      *info = tile_info(p, grid);
-      arch::mbarrier_init(&t.bar->q_full, kWgThreads);
+      for (int s = 0; s < kQStages; ++s) {
+        arch::mbarrier_init(&t.bar->q_full[s], kProducerLanes);
+        arch::mbarrier_init(&t.bar->q_empty[s], kConsumerThreads);
+      }
       for (int s = 0; s < kStages; ++s) {
-        arch::mbarrier_init(&t.bar->k_full[s], kWgThreads);
-        arch::mbarrier_init(&t.bar->v_full[s], kWgThreads);
-        arch::mbarrier_init(&t.bar->k_empty[s], kConsumerWarps);  // one arrival a warp
+        arch::mbarrier_init(&t.bar->k_full[s], kProducerLanes);
+        arch::mbarrier_init(&t.bar->v_full[s], kProducerLanes);
+        arch::mbarrier_init(&t.bar->k_empty[s], kConsumerWarps);
         arch::mbarrier_init(&t.bar->v_empty[s], kConsumerWarps);
       }
     }
@@ -112,57 +131,150 @@ struct FwdKernel : arch::WarpSpecialised<2, 56, 224> {
     const int wg = threadIdx.x / kWgThreads;
     if (wg == 0) {
       arch::release_registers<kProducerRegs>();
-      produce(p, t);
+      if (threadIdx.x < kProducerLanes) produce(a, t);  // the other producer warps have nothing to do
     } else {
       arch::claim_registers<kConsumerRegs>();
-      consume(p, t, wg - 1);
+      consume(a.p, t, wg - 1);
     }
   }
 
-  // Ring position it (0, 1, ...) holds key block keys.first + it.
-  static CFA_DEVICE void produce(const FwdParams& p, const Slabs& t) {
-    const TileInfo& info = *t.info;
-    // A dense batch's key count is a kernel parameter: with it the compiler strength-reduces the
-    // row addresses and validity of the copies across the loop (from shared memory, after every
-    // barrier wait, it recomputes them: 50% more instructions in the producer's loop).
-    if (p.cu_seqlens_k)
-      produce_keys(p, t, info.g, info.m0, info.seq.len_q, info.seq.len_k, info.keys);
-    else
-      produce_keys(p, t, info.g, info.m0, p.seqlen_q, p.seqlen_k, info.keys);
-  }
-
-  static CFA_DEVICE void produce_keys(const FwdParams& p, const Slabs& t, const FwdParams::HeadSlabs<T> g, int m0,
-                                      int len_q, int len_k, const BlockRange keys) {
-    const int n_blocks = keys.end - keys.first;
-    if (n_blocks == 0) return;  // the consumers read nothing either
-    const int tid = threadIdx.x;
-    load_tile<QTile, kWgThreads>(t.sQ, g.q, p.q_row_stride, m0, len_q, p.head_dim, tid);
-    arch::mbarrier_arrive_on_copies(&t.bar->q_full);
-    for (int it = 0; it < n_blocks; ++it) {
-      const int stage = it % kStages, n0 = (keys.first + it) * kBlockN;
-      // Use j of a buffer waits until both consumers released use j - 1. K of a block is
-      // released a step before its V (QK^T runs a step ahead of PV).
-      const uint32_t released = (it / kStages - 1) & 1;
-      if (it >= kStages) arch::mbarrier_wait(&t.bar->k_empty[stage], released);
-      load_tile<KVTile, kWgThreads>(t.sK + stage * KVTile::kElems, g.k, p.k_row_stride, n0, len_k, p.head_dim, tid);
-      arch::mbarrier_arrive_on_copies(&t.bar->k_full[stage]);
-      if (it >= kStages) arch::mbarrier_wait(&t.bar->v_empty[stage], released);
-      load_tile<KVTile, kWgThreads>(t.sV + stage * KVTile::kElems, g.v, p.v_row_stride, n0, len_k, p.head_dim, tid);
-      arch::mbarrier_arrive_on_copies(&t.bar->v_full[stage]);
+  // Ring position r (0, 1, ... over all of this worker's tiles) is buffer r % kStages, its use
+  // r / kStages; use u waits until both consumers released use u - 1. Tile n takes Q buffer
+  // n % kQStages the same way.
+  static CFA_DEVICE int stage_of(int r) { return r % kStages; }
+  static CFA_DEVICE uint32_t phase_of(int r) { return (r / kStages) & 1; }
+  // A ring position as buffer and phase, stepped without a division (the consumers' loop).
+  struct RingSlot {
+    int stage;
+    uint32_t phase;
+    CFA_DEVICE void next() {
+      if (++stage == kStages) {
+        stage = 0;
+        phase ^= 1;
+      }
     }
-    arch::copy_wait_all();  // no copy outlives the thread that issued it
+  };
+  static CFA_DEVICE uint32_t q_phase_of(int n) { return (n / kQStages) & 1; }
+
+  // Lane 0 claims and describes each tile a tile ahead, into slot (n + 1) % kInfoSlots once tile
+  // n's Q and first K/V block are under way, so that the next tile's Q can follow tile n's last K/V
+  // copy at once. The slot is free by then: tile n's Q buffer was released after the last QK^T of tile n - kQStages,
+  // so the consumers are done with tile n + 1 - kInfoSlots. A slot holding no tile tells the
+  // consumers to stop.
+  static CFA_DEVICE void produce(const TmaFwdParams& a, const Slabs& t) {
+    const FwdParams& p = a.p;
+    const GridShape grid = p.grid_shape();
+    const DynamicTileScheduler queue{p.tile_counters, grid_size(grid), scheduler_domains(p)};
+    const int lane = threadIdx.x;
+    auto claim = [&](int n) {
+      if (lane != 0) return;
+      const int64_t wid = queue.claim();
+      TileInfo& slot = t.info[n % kInfoSlots];
+      if (wid >= 0) slot = tile_info(p, grid, wid);
+      else slot.none = true;
+    };
+    claim(0);
+    for (int n = 0, ring = 0;; ++n) {
+      const int qs = n % kQStages;
+      if (n >= kQStages) arch::mbarrier_wait(&t.bar->q_empty[qs], q_phase_of(n) ^ 1);
+      __syncwarp();
+      const TileInfo& info = t.info[n % kInfoSlots];
+      if (info.none) {
+        arch::mbarrier_arrive(&t.bar->q_full[qs]);
+        return;
+      }
+      // The first K/V block goes out before the claim: with Q it is all the consumers wait for.
+      produce_q(a, t, info, n);
+      produce_kv(a, t, info, 0, min(1, info.n_blocks()), ring);
+      claim(n + 1);
+      produce_kv(a, t, info, min(1, info.n_blocks()), info.n_blocks(), ring);
+    }
   }
 
+  // Tile n's Q into its buffer; every producer lane arrives on its q_full.
+  static CFA_DEVICE void produce_q(const TmaFwdParams& a, const Slabs& t, const TileInfo& info, int n) {
+    uint64_t* full = &t.bar->q_full[n % kQStages];
+    if (threadIdx.x != 0 || info.n_blocks() == 0) {
+      arch::mbarrier_arrive(full);  // no keys: the consumers write zeros and read no Q
+      return;
+    }
+    arch::mbarrier_arrive_expect_tx(full, kQBytes);
+    const int batch = a.p.cu_seqlens_q ? 0 : info.tile.batch;
+#pragma unroll
+    for (int c = 0; c < kPanels; ++c)
+      arch::tma_load_4d(t.sQ + (n % kQStages) * QTile::kElems + c * QTile::kPanel, &a.q, c * arch::kTmaBoxCols,
+                        int(info.seq.q_start) + info.m0, info.tile.q_head, batch, full);
+  }
+
+  // Blocks [j0, j1) of a tile's K/V into the ring from position ring on (advanced past them).
+  static CFA_DEVICE void produce_kv(const TmaFwdParams& a, const Slabs& t, const TileInfo& info, int j0, int j1,
+                                    int& ring) {
+    const FwdParams& p = a.p;
+    const int lane = threadIdx.x;
+    const bool packed = p.cu_seqlens_q != nullptr;
+    const int batch = packed ? 0 : info.tile.batch, kv_head = info.tile.q_head / p.group_size();
+    const int k_row = int(info.seq.k_start);
+    for (int j = j0; j < j1; ++j, ++ring) {
+      const int stage = stage_of(ring), n0 = (info.keys.first + j) * kBlockN;
+      // The last block of a packed sequence would bring the next sequence's rows: copied by hand.
+      const bool by_hand = packed && n0 + kBlockN > info.seq.len_k;
+      // K of a block is released a step before its V (QK^T runs a step ahead of PV).
+      if (ring >= kStages) arch::mbarrier_wait(&t.bar->k_empty[stage], phase_of(ring) ^ 1);
+      load_kv(t.sK + stage * KVTile::kElems, &a.k, info.g.k, p.k_row_stride, &t.bar->k_full[stage], k_row, n0,
+              kv_head, batch, info.seq.len_k, p.head_dim, by_hand, lane);
+      if (ring >= kStages) arch::mbarrier_wait(&t.bar->v_empty[stage], phase_of(ring) ^ 1);
+      load_kv(t.sV + stage * KVTile::kElems, &a.v, info.g.v, p.v_row_stride, &t.bar->v_full[stage], k_row, n0,
+              kv_head, batch, info.seq.len_k, p.head_dim, by_hand, lane);
+    }
+  }
+
+  // One K or V block of keys [n0, n0 + kBlockN) into dst; every producer lane arrives on full.
+  static CFA_DEVICE void load_kv(T* dst, const CUtensorMap* map, const T* g, int64_t row_stride, uint64_t* full,
+                                 int k_row, int n0, int kv_head, int batch, int len_k, int head_dim, bool by_hand,
+                                 int lane) {
+    if (by_hand) {  // cp.async with zero-fill past the sequence, fenced for the tensor cores' reads
+      // A rolled loop: the producer's few registers hold one copy's addresses, not a tile's.
+      constexpr int kChunks = kDim / 8;
+#pragma unroll 1
+      for (int c = lane; c < kBlockN * kChunks; c += kProducerLanes) {
+        const int r = c / kChunks, col = (c % kChunks) * 8;
+        const bool valid = n0 + r < len_k && col < head_dim;
+        arch::copy_16B_async(dst + KVTile::offset(r, col), valid ? g + (n0 + r) * row_stride + col : g, valid);
+      }
+      arch::copy_wait_all();
+      arch::fence_async_proxy();
+      arch::mbarrier_arrive(full);
+      return;
+    }
+    if (lane == 0) {
+      arch::mbarrier_arrive_expect_tx(full, kKVBytes);
+#pragma unroll
+      for (int c = 0; c < kPanels; ++c)
+        arch::tma_load_4d(dst + c * KVTile::kPanel, map, c * arch::kTmaBoxCols, k_row + n0, kv_head, batch, full);
+    } else {
+      arch::mbarrier_arrive(full);
+    }
+  }
 
   static CFA_DEVICE void consume(const FwdParams& p, const Slabs& t, int cw) {
-    const TileInfo& info = *t.info;
+    for (int n = 0, ring = 0;; ++n) {
+      arch::mbarrier_wait(&t.bar->q_full[n % kQStages], q_phase_of(n));
+      const TileInfo& info = t.info[n % kInfoSlots];
+      if (info.none) return;
+      consume_tile(p, t, info, cw, ring, n % kQStages);
+      ring += info.n_blocks();
+    }
+  }
+
+  static CFA_DEVICE void consume_tile(const FwdParams& p, const Slabs& t, const TileInfo& info, int cw, int ring0,
+                                      int qs) {
+    const T* sQ = t.sQ + qs * QTile::kElems;
     const ScoreMod mod(p, info.tile.batch, info.tile.q_head, info.seq);
     const int lane = threadIdx.x % 32;
     const int warp = threadIdx.x / 32 - kWgThreads / 32;  // 0..7 over both consumers
     const int warp_row0 = info.m0 + warp * 16;
     const int n_blocks = info.n_blocks();
     const int turn = kTurnBarrier + cw, other_turn = kTurnBarrier + (1 - cw);
-    constexpr int kTurnThreads = kConsumers * kWgThreads;
 
     OAcc o;
 #pragma unroll
@@ -171,38 +283,38 @@ struct FwdKernel : arch::WarpSpecialised<2, 56, 224> {
     arch::PFrag<T, 1, kBlockN> pf;
     Softmax softmax;
 
-    // Step it issues QK^T of ring position it (key block keys.first + it) and PV of position
-    // it - 1. The first and last steps, and the blocks that need masking, are separate
+    // Step j issues QK^T of key block keys.first + j (ring position ring0 + j: cur) and PV of
+    // block j - 1 (prev). The first and last steps, and the blocks that need masking, are separate
     // instantiations: ptxas serialises a wgmma under a runtime branch, and if-converts a masking
     // branch into selects on every block.
-    auto step = [&](int it, auto has_qk, auto has_pv, auto masked) {
+    RingSlot cur{stage_of(ring0), phase_of(ring0)}, prev = cur;
+    auto step = [&](int j, auto has_qk, auto has_pv, auto masked) {
       constexpr bool kQK = decltype(has_qk)::value, kPV = decltype(has_pv)::value;
-      const int stage = it % kStages, prev = (it + kStages - 1) % kStages;
-      if constexpr (kQK) arch::mbarrier_wait(&t.bar->k_full[stage], (it / kStages) & 1);
-      if constexpr (kPV) arch::mbarrier_wait(&t.bar->v_full[prev], ((it - 1) / kStages) & 1);
-      arch::fence_async_proxy();  // the copies were cp.async (generic proxy) writes
-      arch::named_barrier_sync(turn, kTurnThreads);
+      const int stage = cur.stage;
+      if constexpr (kQK) arch::mbarrier_wait(&t.bar->k_full[stage], cur.phase);
+      if constexpr (kPV) arch::mbarrier_wait(&t.bar->v_full[prev.stage], prev.phase);
+      arch::named_barrier_sync(turn, kConsumerThreads);
       arch::wgmma_fence();
       // QK^T first, in a group of its own: the softmax starts when it completes, while PV of
       // the previous block still runs (FA3's intra-warpgroup overlap, with no second S in
       // registers: P of the previous block stays packed until PV is done with it).
       if constexpr (kQK) {
-        arch::wgmma_qk<T, kBlockN, kDim, kBlockM>(s, t.sQ, t.sK + stage * KVTile::kElems, cw);
+        arch::wgmma_qk<T, kBlockN, kDim, kBlockM>(s, sQ, t.sK + stage * KVTile::kElems, cw);
         arch::wgmma_commit();
       }
       if constexpr (kPV) {
-        arch::wgmma_pv<T, kBlockN, kDim>(o, pf, t.sV + prev * KVTile::kElems);
+        arch::wgmma_pv<T, kBlockN, kDim>(o, pf, t.sV + prev.stage * KVTile::kElems);
         arch::wgmma_commit();
       }
       // Every turn is handed over except the last one of consumer 1, which nobody awaits.
-      if (kQK || cw == 0) arch::named_barrier_arrive(other_turn, kTurnThreads);
+      if (kQK || cw == 0) arch::named_barrier_arrive(other_turn, kConsumerThreads);
       typename Softmax::Rescale rescale{false, {}};
       if constexpr (kQK) {
         arch::wgmma_wait<kPV ? 1 : 0>();
         arch::pin(s.x);
         // wgmma_wait is warp-collective: the whole warp is done with the buffer.
         if (lane == 0) arch::mbarrier_arrive(&t.bar->k_empty[stage]);
-        const int n0 = (info.keys.first + it) * kBlockN;
+        const int n0 = (info.keys.first + j) * kBlockN;
         mod.to_logits<kPlain>(s, warp_row0, n0, lane);
         if constexpr (decltype(masked)::value) softmax.mask(s, info.window, n0, warp_row0, lane);
         rescale = softmax.fold(s, mod.exp_scale<kPlain>());
@@ -211,17 +323,18 @@ struct FwdKernel : arch::WarpSpecialised<2, 56, 224> {
         arch::wgmma_wait<0>();
         arch::pin(o.x);
         arch::pin(pf.a);
-        if (lane == 0) arch::mbarrier_arrive(&t.bar->v_empty[prev]);
+        if (lane == 0) arch::mbarrier_arrive(&t.bar->v_empty[prev.stage]);
       }
       if constexpr (kQK) {
         Softmax::rescale(o, rescale);
         arch::pack_p(pf, s);
+        prev = cur;
+        cur.next();
       }
     };
     if (n_blocks > 0) {
-      arch::mbarrier_wait(&t.bar->q_full, 0);
-      if (cw == 1) arch::named_barrier_arrive(other_turn, kTurnThreads);  // consumer 0 starts
-      // Ring positions [plain_lo, plain_hi) hold blocks that no row of this workgroup masks.
+      if (cw == 1) arch::named_barrier_arrive(other_turn, kConsumerThreads);  // consumer 0 starts
+      // Blocks [plain_lo, plain_hi) of the tile are ones that no row of it masks.
       const BlockRange plain = unmasked_blocks(info);
       const int plain_lo = min(n_blocks, max(0, plain.first - info.keys.first));
       const int plain_hi = max(plain_lo, min(n_blocks, plain.end - info.keys.first));
@@ -231,21 +344,19 @@ struct FwdKernel : arch::WarpSpecialised<2, 56, 224> {
         step(0, yes{}, no{}, no{});
       else
         step(0, yes{}, no{}, yes{});
-      int it = 1;
-      for (; it < plain_lo; ++it) step(it, yes{}, yes{}, yes{});
-      for (; it < plain_hi; ++it) step(it, yes{}, yes{}, no{});
-      for (; it < n_blocks; ++it) step(it, yes{}, yes{}, yes{});
+      int j = 1;
+      for (; j < plain_lo; ++j) step(j, yes{}, yes{}, yes{});
+      for (; j < plain_hi; ++j) step(j, yes{}, yes{}, no{});
+      for (; j < n_blocks; ++j) step(j, yes{}, yes{}, yes{});
+      arch::mbarrier_arrive(&t.bar->q_empty[qs]);  // every QK^T of the tile is complete
       step(n_blocks, no{}, yes{}, no{});
+    } else {
+      arch::mbarrier_arrive(&t.bar->q_empty[qs]);
     }
 
     float inv_sum[Softmax::kSlots];
     softmax.finish(inv_sum, info.g.lse, info.seq.len_q, warp_row0, lane);
-    // Stage O in this consumer's own rows of the Q tile: its QK^T products are complete and
-    // the other consumer reads only its own rows.
-    stage_output<QTile>(t.sQ, o, inv_sum, warp * 16, lane);
-    arch::named_barrier_sync(kEpilogueBarrier + cw, kWgThreads);
-    store_tile<QTile, kWgThreads>(info.g.out, p.o_row_stride, t.sQ, info.m0, cw * 64, cw * 64 + 64, info.seq.len_q,
-                                  p.head_dim, threadIdx.x % kWgThreads);
+    store_output(info.g.out, p.o_row_stride, o, inv_sum, warp_row0, info.seq.len_q, p.head_dim, lane);
   }
 
   // Key blocks every row of the tile sees whole (no mask needed): after the last row's window
@@ -258,11 +369,12 @@ struct FwdKernel : arch::WarpSpecialised<2, 56, 224> {
 };
 
 // The bound is parenthesised: the template argument list's commas would otherwise split the
-// macro argument. One workgroup per SM: the consumers take all the registers.
+// macro argument. One workgroup per SM: the consumers take all the registers. The parameter
+// lives in constant memory (__grid_constant__): the copy engine reads the tensor maps from there.
 template <DType kDType, int kHeadDim, bool kWindowed, bool kPlain>
 CFA_GLOBAL void __launch_bounds__((FwdKernel<kDType, kHeadDim, kWindowed, kPlain>::kThreads), 1)
-    fwd_kernel(const FwdParams p) {
-  FwdKernel<kDType, kHeadDim, kWindowed, kPlain>::run(p, dynamic_smem());
+    fwd_kernel(const __grid_constant__ TmaFwdParams a) {
+  FwdKernel<kDType, kHeadDim, kWindowed, kPlain>::run(a, dynamic_smem());
 }
 
 }  // namespace chiplet_fa::CFA_FAMILY

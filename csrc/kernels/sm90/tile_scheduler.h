@@ -1,0 +1,56 @@
+// Persistent workers over the mapping's order. A launch of W workers (one workgroup per SM)
+// serves the dispatch queues of the L2 domains the mapping assumes: domain d of X holds the
+// workgroup ids d, d + X, d + 2X, ... (what round-robin dispatch sends it, an MI300X XCD), and
+// worker w, which runs on domain w % X when W is a multiple of X, takes the next id of its
+// domain's queue whenever it starts a tile, from a counter per domain. So each domain walks its
+// wids in map_workgroup's order, as one-tile workgroups would, and the workers that finish first
+// take the next tile, as the hardware's dispatcher does for one-tile workgroups (and as the L2
+// model's schedule assumes). With a causal mask tiles differ in work up to a sequence's length, and
+// a fixed share per worker (wid = w + i * W) is unbalanced: counted in key blocks, its slowest
+// worker has 8% (H=128, N=8K) to 25% (B=8, H=16, N=2K) more than the mean, and with W = 128 and 64
+// m-blocks a head every worker drew the same m-block each time (bench/NOTES.md, v10). A worker
+// keeps its K/V ring, barriers and registers from tile to tile, so the next tile's loads overlap
+// the last one's final product and epilogue.
+#pragma once
+#include <cstdint>
+
+#include "kernels/fwd_params.h"
+#include "platform.h"
+
+namespace chiplet_fa::CFA_FAMILY {
+
+// The domains whose queues the workers serve: those a swizzled mapping assumes, else one.
+CFA_HOST_DEVICE int scheduler_domains(const FwdParams& p) {
+  return is_swizzled(p.mapping) && p.num_xcds > 1 ? p.num_xcds : 1;
+}
+
+// counters: scheduler_domains(p) zeroed int32 before the launch.
+struct DynamicTileScheduler {
+  int32_t* counters;
+  int64_t tiles;
+  int domains;
+  // The next wid of this worker's domain, or -1 once its queue is empty.
+  CFA_DEVICE int64_t claim() const {
+    const int d = int(blockIdx.x % unsigned(domains));
+    const int64_t wid = d + int64_t(atomicAdd(counters + d, 1)) * domains;
+    return wid < tiles ? wid : -1;
+  }
+};
+
+// Workers for at most `tiles` tiles: one per multiprocessor of the current device, fewer for a
+// small grid, rounded down to a multiple of the domains when there are more than that.
+inline int64_t persistent_workers(int64_t tiles, int domains) {
+  static thread_local int cached_device = -1, cached_sms = 0;
+  int device = 0;
+  cudaGetDevice(&device);
+  if (device != cached_device) {
+    if (cudaDeviceGetAttribute(&cached_sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) cached_sms = 0;
+    cached_device = device;
+  }
+  // Without the count, one worker per tile (every worker then takes one tile, as without persistence).
+  int64_t workers = cached_sms > 0 && cached_sms < tiles ? cached_sms : tiles;
+  if (workers > domains) workers -= workers % domains;
+  return workers;
+}
+
+}  // namespace chiplet_fa::CFA_FAMILY
