@@ -59,12 +59,12 @@ for s in "$@"; do
     tests) HYPOTHESIS_PROFILE=${HYPOTHESIS_PROFILE:-device} timeout ${TEST_TIMEOUT:-300} python3 -P -m pytest ${TESTS:-tests} -q -m gpu --maxfail=10 2>&1 | tee "$OUT/tests.log" | tail -15 || status=1 ;;
     sanitize)
       for tool in ${SANITIZE_TOOLS:-memcheck racecheck synccheck}; do
-        compute-sanitizer --tool $tool --error-exitcode 9 python3 bench/sanitize_cases.py \
+        timeout ${SANITIZE_TIMEOUT:-300} compute-sanitizer --tool $tool --error-exitcode 9 python3 bench/sanitize_cases.py \
           > "$OUT/sanitize_$tool.log" 2>&1 || status=1
         echo "$tool: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitize_$tool.log" | tail -1)"
       done ;;
     families) python3 bench/families.py --out "$OUT" ${FAMILIES_ARGS:-} 2>&1 | tee "$OUT/families.log" | tail -20 || status=1 ;;
-    bench) python3 bench/fwd.py --out "$OUT" ${BENCH_ARGS:-} 2>&1 | tee "$OUT/bench.log" | tail -30 || status=1 ;;
+    bench) timeout ${BENCH_TIMEOUT:-400} python3 bench/fwd.py --out "$OUT" ${BENCH_ARGS:-} 2>&1 | tee "$OUT/bench.log" | tail -30 || status=1 ;;
     l2) python3 bench/l2_measure.py --out "$OUT" ${L2_ARGS:---block-n 128 --wgs-per-cu 1} 2>&1 | tee "$OUT/l2.log" | tail -20 || status=1 ;;
     profile)
       # One launch each of the sm90 forward and backward main pass (B=1, H=128, N=8K, D=128, bf16,

@@ -1,7 +1,7 @@
 """Forward TFLOP/s of chiplet_fa per mapping against torch SDPA backends, one process.
 
-  python bench/fwd.py --out bench/results            # the paper's sweep (H200: ~3 min)
-  python bench/fwd.py --quick --out /tmp/r            # two shapes, for iterating
+  python bench/fwd.py --out bench/results            # issue #12's sweep against SDPA (H200: ~2 min)
+  python bench/fwd.py --quick --out /tmp/r            # three shapes, for iterating
 Writes fwd_<gpu>.md and fwd_<gpu>.json; --plot draws TFLOP/s per mapping (needs matplotlib).
 """
 import argparse
@@ -25,15 +25,21 @@ except ImportError:
 MAPPINGS = ("block_first", "head_first", "swizzled_block_first", "swizzled_head_first")
 SDPA = {"sdpa_flash": SDPBackend.FLASH_ATTENTION, "sdpa_cudnn": SDPBackend.CUDNN_ATTENTION,
         "sdpa_efficient": SDPBackend.EFFICIENT_ATTENTION}
-# (B, H_q, H_kv, N, D): the anchors' shapes, GQA 64/8 and the DeepSeek-V3 head dim.
-SWEEP = [(1, 8, 8, 32768, 128), (1, 32, 32, 32768, 128), (1, 128, 128, 8192, 128),
-         (1, 128, 128, 32768, 128), (4, 128, 128, 8192, 128), (1, 128, 128, 65536, 128),
-         (4, 32, 32, 8192, 128), (1, 64, 8, 32768, 128), (1, 128, 128, 8192, 56),
-         (1, 128, 128, 32768, 56)]
-QUICK = [(1, 128, 128, 8192, 128), (1, 64, 8, 8192, 128)]
+BOTH, CAUSAL = (False, True), (True,)
+# ((B, H_q, H_kv, N, D), causal values): issue #12's points. D=128 at H 32, 128 and GQA 64/8 over
+# N 8K-64K; D=56 (DeepSeek-V3), 64 and 256; the two small causal shapes.
+SWEEP = ([((1, h, kv, n, 128), BOTH) for h, kv in ((32, 32), (128, 128), (64, 8))
+          for n in (8192, 16384, 32768, 65536)]
+         + [((1, 128, 128, n, 56), BOTH) for n in (8192, 32768)]
+         + [((1, 64, 64, 16384, 64), BOTH), ((1, 16, 16, 16384, 256), BOTH)]
+         + [((8, 16, 16, 2048, 64), CAUSAL), ((4, 32, 8, 4096, 128), CAUSAL)])
+QUICK = [((1, 128, 128, 8192, 128), BOTH), ((1, 64, 8, 8192, 128), CAUSAL), ((1, 128, 128, 8192, 64), (False,))]
+# The default columns; --all-columns adds the swizzled policies (which assume 8 XCDs: no better than
+# head_first on a one-L2 GPU) and SDPA's memory-efficient backend (about a third of the others).
+COLUMNS = ("block_first", "head_first", "sdpa_flash", "sdpa_cudnn")
 
 
-def run_shape(b, hq, hkv, n, d, causal, num_xcds):
+def run_shape(b, hq, hkv, n, d, causal, num_xcds, columns):
     gen = torch.Generator(device="cuda").manual_seed(0)
     q = torch.randn(b, n, hq, d, device="cuda", dtype=torch.bfloat16, generator=gen)
     k = torch.randn(b, n, hkv, d, device="cuda", dtype=torch.bfloat16, generator=gen)
@@ -41,14 +47,18 @@ def run_shape(b, hq, hkv, n, d, causal, num_xcds):
     flops = attention_flops(b, hq, n, n, d, causal)
     row = {"B": b, "H_q": hq, "H_kv": hkv, "N": n, "D": d, "causal": causal}
     for m in MAPPINGS:
-        ms = time_ms(lambda: torch.ops.chiplet_fa.fwd(q, k, v, None, causal, m, num_xcds))
-        row[m] = flops / ms / 1e9
-    qt, kt, vt = (t.transpose(1, 2) for t in (q, k, v))
+        if m in columns:
+            ms = time_ms(lambda: torch.ops.chiplet_fa.fwd(q, k, v, None, causal, m, num_xcds))
+            row[m] = flops / ms / 1e9
+    # SDPA gets K/V expanded to every query head before timing (its GQA path would expand inside).
+    kx, vx = (t if hq == hkv else t.repeat_interleave(hq // hkv, 2) for t in (k, v))
+    qt, kt, vt = (t.transpose(1, 2) for t in (q, kx, vx))
     for name, backend in SDPA.items():
+        if name not in columns:
+            continue
         try:
             with sdpa_kernel(backend):
-                fn = lambda: F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal,  # noqa: E731
-                                                            enable_gqa=hq != hkv)
+                fn = lambda: F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal)  # noqa: E731
                 row[name] = flops / time_ms(fn) / 1e9
         except RuntimeError:
             row[name] = None  # backend does not support this shape
@@ -56,16 +66,17 @@ def run_shape(b, hq, hkv, n, d, causal, num_xcds):
 
 
 def markdown(rows, gpu, command):
-    cols = list(MAPPINGS) + list(SDPA)
+    cols = [c for c in list(MAPPINGS) + list(SDPA) if c in rows[0]]
     lines = [f"# chiplet_fa forward, {gpu}, bf16 (TFLOP/s, median; causal FLOPs halved)", "",
              f"Command: `{command}`", "",
-             "| B | H_q | H_kv | N | D | causal | " + " | ".join(cols) + " | head_first / flash | head_first / cuDNN |",
-             "|" + "---|" * (8 + len(cols))]
+             "| B | H_q | H_kv | N | D | causal | " + " | ".join(cols)
+             + " | head_first / block_first | head_first / flash | head_first / cuDNN |",
+             "|" + "---|" * (9 + len(cols))]
     for r in rows:
         ratio = lambda key: "n/a" if not r.get(key) else f"{r['head_first'] / r[key]:.2f}"  # noqa: E731
         lines.append(f"| {r['B']} | {r['H_q']} | {r['H_kv']} | {r['N']} | {r['D']} | "
                      f"{'yes' if r['causal'] else 'no'} | " + " | ".join(fmt(r[c]) for c in cols)
-                     + f" | {ratio('sdpa_flash')} | {ratio('sdpa_cudnn')} |")
+                     + f" | {ratio('block_first')} | {ratio('sdpa_flash')} | {ratio('sdpa_cudnn')} |")
     return "\n".join(lines) + "\n"
 
 
@@ -76,7 +87,7 @@ def plot(rows, path):
     labels = [f"{r['B']}x{r['H_q']}/{r['H_kv']}\nN={r['N'] // 1024}K d{r['D']}{' c' if r['causal'] else ''}"
               for r in rows]
     fig, ax = plt.subplots(figsize=(max(8, len(rows) * 0.9), 4.5))
-    cols = list(MAPPINGS) + list(SDPA)
+    cols = [c for c in list(MAPPINGS) + list(SDPA) if c in rows[0]]
     width = 0.8 / len(cols)
     for i, c in enumerate(cols):
         ax.bar([x + i * width for x in range(len(rows))], [r[c] or 0 for r in rows], width, label=c)
@@ -90,23 +101,27 @@ def plot(rows, path):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path, required=True)
-    ap.add_argument("--quick", action="store_true", help="two shapes only")
-    ap.add_argument("--causal", choices=["both", "yes", "no"], default="both")
+    ap.add_argument("--quick", action="store_true", help="three shapes only")
+    ap.add_argument("--causal", choices=["both", "yes", "no"], default="both",
+                    help="restrict the sweep's causal values (the small shapes are causal only)")
+    ap.add_argument("--all-columns", action="store_true",
+                    help="also the swizzled policies and SDPA's memory-efficient backend")
     ap.add_argument("--num-xcds", type=int, default=8,
                     help="domains the swizzled policies assume (8 = MI300X; NVIDIA dispatch is not round-robin)")
     ap.add_argument("--plot", action="store_true")
     args = ap.parse_args()
     if not torch.cuda.is_available():
         sys.exit("bench/fwd.py needs a CUDA or ROCm device")
-    causals = {"both": (False, True), "yes": (True,), "no": (False,)}[args.causal]
-    shapes = [(s, c) for s in (QUICK if args.quick else SWEEP) for c in causals]
+    allowed = {"both": (False, True), "yes": (True,), "no": (False,)}[args.causal]
+    columns = tuple(MAPPINGS) + tuple(SDPA) if args.all_columns else COLUMNS
+    shapes = [(s, c) for s, causals in (QUICK if args.quick else SWEEP) for c in causals if c in allowed]
     rows = []
     bar = tqdm(total=len(shapes), unit="shape") if tqdm else None
     for i, (shape, causal) in enumerate(shapes):
-        rows.append(run_shape(*shape, causal, args.num_xcds))
+        rows.append(run_shape(*shape, causal, args.num_xcds, columns))
         r = rows[-1]
         line = (f"{shape} causal={causal}: head_first {r['head_first']:.0f}, block_first "
-                f"{r['block_first']:.0f}, flash {fmt(r['sdpa_flash'])}, cudnn {fmt(r['sdpa_cudnn'])}")
+                f"{fmt(r.get('block_first'))}, flash {fmt(r.get('sdpa_flash'))}, cudnn {fmt(r.get('sdpa_cudnn'))}")
         if bar:
             bar.set_postfix_str(line)
             bar.update()
