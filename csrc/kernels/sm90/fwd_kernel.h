@@ -256,14 +256,19 @@ struct FwdKernel : arch::WarpSpecialised<2, 40, 232> {
     }
   }
 
+  // The consumers' turns run on from tile to tile: consumer 0 takes the first step, each step of
+  // either hands the turn to the other, and consumer 0 takes the turn consumer 1 hands over last
+  // before it stops. So one consumer starts the next tile while the other finishes the last one.
   static CFA_DEVICE void consume(const FwdParams& p, const Slabs& t, int cw) {
+    if (cw == 1) arch::named_barrier_arrive(kTurnBarrier, kConsumerThreads);
     for (int n = 0, ring = 0;; ++n) {
       arch::mbarrier_wait(&t.bar->q_full[n % kQStages], q_phase_of(n));
       const TileInfo& info = t.info[n % kInfoSlots];
-      if (info.none) return;
+      if (info.none) break;
       consume_tile(p, t, info, cw, ring, n % kQStages);
       ring += info.n_blocks();
     }
+    if (cw == 0) arch::named_barrier_sync(kTurnBarrier, kConsumerThreads);
   }
 
   static CFA_DEVICE void consume_tile(const FwdParams& p, const Slabs& t, const TileInfo& info, int cw, int ring0,
@@ -306,8 +311,7 @@ struct FwdKernel : arch::WarpSpecialised<2, 40, 232> {
         arch::wgmma_pv<T, kBlockN, kDim>(o, pf, t.sV + prev.stage * KVTile::kElems);
         arch::wgmma_commit();
       }
-      // Every turn is handed over except the last one of consumer 1, which nobody awaits.
-      if (kQK || cw == 0) arch::named_barrier_arrive(other_turn, kConsumerThreads);
+      arch::named_barrier_arrive(other_turn, kConsumerThreads);
       typename Softmax::Rescale rescale{false, {}};
       if constexpr (kQK) {
         arch::wgmma_wait<kPV ? 1 : 0>();
@@ -333,7 +337,6 @@ struct FwdKernel : arch::WarpSpecialised<2, 40, 232> {
       }
     };
     if (n_blocks > 0) {
-      if (cw == 1) arch::named_barrier_arrive(other_turn, kConsumerThreads);  // consumer 0 starts
       // Blocks [plain_lo, plain_hi) of the tile are ones that no row of it masks.
       const BlockRange plain = unmasked_blocks(info);
       const int plain_lo = min(n_blocks, max(0, plain.first - info.keys.first));
