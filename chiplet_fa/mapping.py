@@ -17,8 +17,9 @@ def map_workgroups(policy: str, batch: int, num_q_heads: int, num_kv_heads: int,
     grid = batch * num_q_heads * num_m_blocks; under round-robin dispatch workgroup wid runs
     on L2 domain (XCD) wid % num_xcds. Policy "auto" resolves with the L2 model for the shape
     given by the remaining arguments (seqlen_k -1: num_m_blocks * 128). causal=True gives the order
-    the kernels run a causal call in: each (batch, q_head) row's m-blocks from the last (longest
-    tiles first), a reversal within rows that keeps every policy's guarantees.
+    the kernels run a causal call in: the head-first policies walk each (batch, q_head) row's
+    m-blocks from the last (longest tiles first), a reversal within rows that keeps their
+    guarantees; the block-first policies are unchanged.
     blocks_per_sequence: a ragged grid (variable-length batch): sequence b has this many m-blocks
     per q head (batch must be its length, num_m_blocks at least its largest entry), and
     grid = num_q_heads * sum(blocks_per_sequence).

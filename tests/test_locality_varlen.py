@@ -87,7 +87,7 @@ def test_the_model_walks_the_kernels_ragged_grid():
     pair = 2 * 64 * 256  # K and V tile of one step, D=128 bf16
     for policy in chiplet_fa.MAPPINGS:
         tiles = chiplet_fa.map_workgroups(policy, len(lens), heads, kv_heads, max(-(-n // 128) for n in lens), 8,
-                                          blocks_per_sequence=[-(-n // 128) for n in lens]).tolist()
+                                          causal=True, blocks_per_sequence=[-(-n // 128) for n in lens]).tolist()
         touched = set()
         for wid, (b, h, m) in enumerate(tiles):
             acc = (b, h // (heads // kv_heads))

@@ -168,13 +168,17 @@ def test_naive_policies_follow_their_order_and_ignore_domains(shape):
 @with_hard_shapes
 @given(grids())
 def test_causal_order_reverses_each_rows_m_blocks(shape):
-    """causal=True (the order the kernels run a causal call in): the same workgroup gets the same
-    (batch, q_head) and m-block M - 1 - m, so the policy stays a bijection with its locality
-    guarantees, and the first workgroup of every row's run takes the longest tile."""
+    """causal=True (the order the kernels run a causal call in): under the head-first policies the
+    same workgroup gets the same (batch, q_head) and m-block M - 1 - m, so the policy stays a
+    bijection with its locality guarantees, and the first workgroup of every row's run takes the
+    longest tile; the block-first policies are unchanged."""
     batch, num_q_heads, num_kv_heads, num_m_blocks, num_xcds = shape
     for policy in MAPPINGS:
         plain = mapped(policy, shape)
         causal = map_workgroups(policy, batch, num_q_heads, num_kv_heads, num_m_blocks, num_xcds, causal=True)
+        if "block_first" in policy:
+            assert torch.equal(causal, plain), policy
+            continue
         assert torch.equal(causal[:, :2], plain[:, :2]), policy
         assert torch.equal(causal[:, 2], num_m_blocks - 1 - plain[:, 2]), policy
 

@@ -103,7 +103,7 @@ struct FwdParams {
 
   CFA_HOST_DEVICE int32_t num_m_blocks() const { return (seqlen_q + block_m - 1) / block_m; }
   // A key window bounded on the right (causal, sliding) gives later query blocks more keys, so
-  // tiles are handed out longest first.
+  // head-first orders hand tiles out longest first.
   CFA_HOST_DEVICE bool longest_first() const { return windowed && window_right < seqlen_k; }
   CFA_HOST_DEVICE GridShape grid_shape() const {
     return GridShape{batch, num_q_heads, num_m_blocks(), num_xcds, block_offsets, longest_first()};
