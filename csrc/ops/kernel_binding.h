@@ -20,8 +20,9 @@
 namespace chiplet_fa {
 
 // The kernels copy 16-byte pieces: base pointers and every stride but the last dimension's must
-// be multiples of 8 elements and the head dim a multiple of 8; the copy engine (sm90's TMA) also
-// takes no stride 0 over more than one entry (a broadcast). Other inputs get a zero-padded copy.
+// be multiples of 8 elements and the head dim a multiple of 8; a broadcast (stride 0 over more
+// than one entry) is not handed to sm90's TMA tensor maps either. Other inputs get a zero-padded
+// copy.
 inline at::Tensor kernel_layout(const at::Tensor& t, int64_t head_dim8) {
   at::Tensor x = t.size(-1) == head_dim8 ? t : at::constant_pad_nd(t, {0, head_dim8 - t.size(-1)});
   bool aligned = reinterpret_cast<uintptr_t>(x.data_ptr()) % 16 == 0;

@@ -158,9 +158,9 @@ struct FwdKernel : arch::WarpSpecialised<2, 40, 232> {
 
   // Lane 0 claims and describes each tile a tile ahead, into slot (n + 1) % kInfoSlots once tile
   // n's Q and first K/V block are under way, so that the next tile's Q can follow tile n's last K/V
-  // copy at once. The slot is free by then: tile n's Q buffer was released after the last QK^T of tile n - kQStages,
-  // so the consumers are done with tile n + 1 - kInfoSlots. A slot holding no tile tells the
-  // consumers to stop.
+  // copy at once. The slot is free by then: tile n's Q buffer was released after the last QK^T of
+  // tile n - kQStages, so the consumers are done with tile n + 1 - kInfoSlots. A slot holding no
+  // tile tells the consumers to stop.
   static CFA_DEVICE void produce(const TmaFwdParams& a, const Slabs& t) {
     const FwdParams& p = a.p;
     const GridShape grid = p.grid_shape();
