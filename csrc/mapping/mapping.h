@@ -229,7 +229,8 @@ CFA_HOST_DEVICE void domain_range(Mapping policy, int64_t wid, const GridShape& 
 CFA_HOST_DEVICE Tile map_workgroup(Mapping policy, int64_t wid, const GridShape& g) {
   int64_t begin, end, k;
   domain_range(policy, wid, g, &begin, &end, &k);
-  if (policy != Mapping::kHeadFirst && policy != Mapping::kSwizzledHeadFirst) return block_major_in_range(begin, end, k, g);
+  if (policy != Mapping::kHeadFirst && policy != Mapping::kSwizzledHeadFirst)
+    return block_major_in_range(begin, end, k, g);
   Tile t = head_first_tile(begin + k, g);
   if (g.longest_first) t.m_block = int32_t(blocks_of(g, t.batch) - 1 - t.m_block);
   return t;

@@ -49,7 +49,7 @@ at::Tensor map_workgroups(const std::string& policy, int64_t batch, int64_t num_
   shape.elem_bytes = int32_t(elem_bytes);
   shape.causal = causal;
   const Mapping p = resolve_mapping(policy, int(num_xcds), shape);
-  // causal: the order the kernels run a causal call in (longest tiles first).
+  // causal: the order the kernels run a causal call in (head-first orders: longest tiles first).
   const GridShape g{int32_t(batch), int32_t(num_q_heads), int32_t(num_m_blocks), int32_t(num_xcds),
                     blocks_per_sequence ? offsets.data() : nullptr, causal};
   const int64_t grid = grid_size(g);
