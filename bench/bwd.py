@@ -3,6 +3,7 @@ cuDNN, one process.
 
   python bench/bwd.py --out bench/results            # paper shapes (H200: ~2-3 min)
   python bench/bwd.py --quick --out /tmp/r            # two shapes, for iterating
+  python bench/bwd.py --wide --out /tmp/r             # head dims above 128 (D=192, 256)
 FLOPs: backward = 2.5x forward, forward+backward = 3.5x forward; causal FLOPs halved.
 Writes bwd_<gpu>.md and bwd_<gpu>.json. chiplet_fa backward times the bwd operator alone (given
 out and lse) with atomic dQ; the `det` column is deterministic mode under head_first. SDPA
@@ -29,6 +30,7 @@ SWEEP = [(1, 128, 128, 8192, 128), (4, 32, 32, 8192, 128), (1, 32, 32, 32768, 12
          (1, 64, 8, 32768, 128)]
 FULL_EXTRA = [(1, 128, 128, 32768, 128)]
 QUICK = [(1, 128, 128, 8192, 128), (1, 64, 8, 8192, 128)]
+WIDE = [(1, 16, 16, 8192, 192), (1, 16, 8, 8192, 256)]  # D=256: Gemma-2-9B's 16/8 heads
 BWD_FACTOR, FWD_BWD_FACTOR = 2.5, 3.5
 
 
@@ -106,6 +108,7 @@ def main():
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--quick", action="store_true", help="two 8K shapes only")
     ap.add_argument("--full", action="store_true", help="add H=128 at N=32K (about a minute more)")
+    ap.add_argument("--wide", action="store_true", help="only head dims above 128: D=192 and 256 at N=8K")
     ap.add_argument("--causal", choices=["both", "yes", "no"], default="both")
     ap.add_argument("--num-xcds", type=int, default=8,
                     help="domains the swizzled policies assume (8 = MI300X; NVIDIA dispatch is not round-robin)")
@@ -113,7 +116,7 @@ def main():
     if not torch.cuda.is_available():
         sys.exit("bench/bwd.py needs a CUDA or ROCm device")
     causals = {"both": (False, True), "yes": (True,), "no": (False,)}[args.causal]
-    sweep = QUICK if args.quick else SWEEP + (FULL_EXTRA if args.full else [])
+    sweep = QUICK if args.quick else WIDE if args.wide else SWEEP + (FULL_EXTRA if args.full else [])
     shapes = [(s, c) for s in sweep for c in causals]
     rows = []
     for i, (shape, causal) in enumerate(shapes):

@@ -4,8 +4,8 @@
                                                         # models, bf16, 16K tokens per batch (~3-5 min)
   python bench/models.py --tiny --out /tmp/r            # CPU smoke test: tiny models in float32
 Models (random weights from configs, no downloads): Llama (GQA 32/8, D=128), Mistral (the same with
-a 4096-token sliding window), Gemma 2 (attention-logit softcap 50, final softcap 30, alternating
-sliding-window layers; D=128 rather than Gemma 2's 256, which chiplet_fa's GPU backward lacks).
+a 4096-token sliding window), Gemma 2 (Gemma-2-9B's attention: GQA 16/8, D=256, hidden 3584,
+attention-logit softcap 50, final softcap 30, alternating sliding-window layers).
 Batches of --seqlen tokens: one sequence; a right-padded pair (lengths N and N/2 + 123); four packed
 sequences in one row (restarting position_ids, as DataCollatorWithFlattening gives). Tasks: prefill
 (the logits, no grad) and train (forward and backward of the causal-LM loss).
@@ -95,11 +95,12 @@ def configs(tiny, layers):
                     num_key_value_heads=8, head_dim=128)
         window = 4096
     base.update(num_hidden_layers=layers, max_position_embeddings=1 << 17, attention_dropout=0.0)
+    gemma = base if tiny else dict(base, hidden_size=3584, num_attention_heads=16, head_dim=256)
     return {
         "llama": transformers.LlamaConfig(**base),
         "mistral": transformers.MistralConfig(**base, sliding_window=window),
-        "gemma2": transformers.Gemma2Config(**base, sliding_window=window, attn_logit_softcapping=50.0,
-                                            final_logit_softcapping=30.0, query_pre_attn_scalar=base["head_dim"]),
+        "gemma2": transformers.Gemma2Config(**gemma, sliding_window=window, attn_logit_softcapping=50.0,
+                                            final_logit_softcapping=30.0, query_pre_attn_scalar=gemma["head_dim"]),
     }
 
 

@@ -10,11 +10,15 @@ from hypothesis import strategies as st
 import chiplet_fa
 from _bwd_reference import attention_grads_ref, attention_ref
 from devices import DEVICES_AND_EMULATOR as DEVICES
+from devices import needs_cuda, needs_emulation
 from devices import torch_device
 MAPPINGS = ["block_first", "head_first", "swizzled_block_first", "swizzled_head_first"]
 # Error floor per dtype, relative to the largest reference gradient: covers cases where the
 # input-dtype computation happens to be nearly exact.
 FLOOR = {torch.float16: 2e-3, torch.bfloat16: 1.6e-2, torch.float32: 1e-5}
+# Head dims the property tests draw per kernel device: CUDA's backward goes to 256 (above 128 in
+# column slices, on the mma_sync kernels), the CDNA3 kernels stop at 128.
+GPU_HEAD_DIMS = {"cuda": [8, 16, 24, 40, 64, 72, 128, 152, 192, 256], "emulated": [8, 16, 24, 40, 64, 72, 128]}
 
 
 @contextlib.contextmanager
@@ -73,7 +77,7 @@ def problems(draw, device):
     return dict(
         batch=draw(st.integers(1, 2)), n_q=draw(st.integers(1, 150)), n_k=draw(st.integers(1, 150)),
         h_q=h_kv * draw(st.integers(1, 3)), h_kv=h_kv,
-        d=draw(st.sampled_from([8, 16, 24, 40, 64, 72, 128]) if device != "cpu" else st.integers(1, 80)),
+        d=draw(st.sampled_from(GPU_HEAD_DIMS[device]) if device != "cpu" else st.integers(1, 80)),
         dtype=draw(st.sampled_from(dtypes)), causal=draw(st.booleans()),
         mapping=draw(st.sampled_from(MAPPINGS)), num_xcds=draw(st.integers(1, 8)),
         deterministic=draw(st.booleans()), seed=draw(st.integers(0, 2**16)))
@@ -104,6 +108,36 @@ def test_grads_every_kernel_head_dim(device, dtype, d, causal, deterministic):
     q, k, v, dout = make_inputs(1, 100, 70, 4, 2, d, dtype, device, seed=d)
     got = chiplet_grads(q, k, v, dout, causal, "swizzled_head_first", 3, deterministic)
     assert_two_x_rule(got, q, k, v, dout, causal)
+
+
+@pytest.mark.gpu
+@needs_cuda
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("d, causal, deterministic", [
+    (136, True, False), (192, False, True), (192, True, False), (224, False, False), (256, True, True),
+    (256, False, False), (256, True, False),
+])
+def test_grads_wide_head_dims(dtype, d, causal, deterministic):
+    # Above 128 the backward runs in column slices (the last one partly padding at 136 and 224),
+    # each recomputing the scores; both dQ modes. N_q > N_k, GQA, neither a multiple of a tile.
+    q, k, v, dout = make_inputs(2, 130, 97, 4, 2, d, dtype, "cuda", seed=d)
+    got = chiplet_grads(q, k, v, dout, causal, "head_first", 1, deterministic)
+    assert_two_x_rule(got, q, k, v, dout, causal)
+
+
+@pytest.mark.emulated
+@needs_emulation
+@pytest.mark.parametrize("backward", [False, True])
+def test_cdna3_head_dims_above_128_raise(backward):
+    # 64 KB of LDS per workgroup stops every cdna3 kernel at 128: a ValueError, not a launch failure.
+    q, k, v, dout = make_inputs(1, 8, 8, 1, 1, 192, torch.bfloat16, "emulated")
+    if not backward:
+        with pytest.raises(ValueError, match="cdna3 forward kernels support head_dim up to 128, got 192"):
+            torch.ops.chiplet_fa.fwd(q, k, v)
+        return
+    out, lse = torch.ops.chiplet_fa.fwd(q.float(), k.float(), v.float())  # the CPU path
+    with pytest.raises(ValueError, match="cdna3 backward kernels support head_dim up to 128, got 192"):
+        torch.ops.chiplet_fa.bwd(dout, q, k, v, out.to(q.dtype), lse)
 
 
 @pytest.mark.parametrize("device", DEVICES)

@@ -12,6 +12,8 @@
 //   dq          deterministic mode: query-block parallel (the forward's grid and mapping), one
 //               warp per 16 query rows: S = Q K^T, dP = dO V^T, dS, dQ += dS K over the keys in
 //               order, one plain store per element.
+// Head dims above 128 run in column slices (bwd_slices): one launch of main (and dq) per slice of
+// dK, dV and dQ columns, each recomputing the scores over the whole head dim.
 // The sm90 family runs kernels/sm90/bwd_kernel.h's warp-specialised main pass instead of `main`;
 // the preprocess and the dQ pass serve every family.
 #pragma once
@@ -26,6 +28,12 @@
 
 namespace chiplet_fa::CFA_FAMILY {
 
+// dK and dV (main) and dQ (dq) of a warp's 16 rows x D live in registers, which hold 16 x 128 of
+// each; wider heads split those columns into slices of at most 128, one launch each (BwdParams::
+// slice_col0), and every slice recomputes S and dP over the whole head dim: at D=256 the passes do
+// 1.4x the products of an unsplit one, and need no more registers than D=128.
+constexpr int bwd_slices(int head_dim) { return (head_dim + 127) / 128; }
+
 template <DType kDType, int kHeadDim>
 struct BwdConfig {
   using T = typename arch::Element<kDType>::type;
@@ -34,19 +42,20 @@ struct BwdConfig {
   static constexpr int kWarpRows = 16;  // one mma m-tile per warp
   static constexpr int kWarps = kBlockN / kWarpRows;
   static constexpr int kThreads = kWarps * arch::kWarpSize;
+  static constexpr int kSliceDim = kHeadDim / bwd_slices(kHeadDim);  // dK, dV columns a launch owns
   // dK and dV accumulators live in registers for the whole workgroup: fewer query rows per
   // step for wide heads keeps S^T/dP^T small enough to fit beside them.
   static constexpr int kBlockM = kHeadDim <= 64 ? 64 : 32;
   static constexpr int kStride = arch::PaddedTile<1, kHeadDim>::kStride;
   static constexpr int kDsStride = arch::PaddedTile<1, kBlockM>::kStride;
-  // dQ = dS K: warps split the kBlockM x D block into row groups of 16 and column slices.
+  // dQ = dS K: warps split the kBlockM x kSliceDim block into row groups of 16 and column pieces.
   static constexpr int kDqRowGroups = kBlockM / kWarpRows;
-  static constexpr int kDqCols = kHeadDim / (kWarps / kDqRowGroups);
+  static constexpr int kDqCols = kSliceDim / (kWarps / kDqRowGroups);
   // Shared memory: K, V (kBlockN rows), Q, dO (kBlockM rows), dS^T, then lse and D as float.
   static constexpr int kSmemElems = (2 * kBlockN + 2 * kBlockM) * kStride + kBlockN * kDsStride;
   static constexpr int kSmemBytes = kSmemElems * int(sizeof(T)) + 2 * kBlockM * int(sizeof(float));
-  static_assert(kHeadDim % 16 == 0 && kHeadDim <= 128, "GPU backward head dims: multiples of 16, at most 128");
-  static_assert(kDqCols % 16 == 0, "dQ column slices must be whole mma tiles");
+  static_assert(kHeadDim % 16 == 0 && kSliceDim % 16 == 0, "GPU backward head dims: whole slices of mma tiles");
+  static_assert(kDqCols % 16 == 0, "dQ column pieces must be whole mma tiles");
   static_assert(geometry(kFamily).bwd_row_pad % kBlockM == 0, "query blocks read lse_log2 and D unchecked");
 };
 
@@ -56,6 +65,7 @@ struct BwdDqConfig {
   static constexpr int kDim = kHeadDim;
   static constexpr int kBlockM = 64;
   static constexpr int kBlockN = arch::bwd_dq_block_n(kHeadDim);
+  static constexpr int kSliceDim = kHeadDim / bwd_slices(kHeadDim);  // dQ columns a launch owns
   static constexpr int kWarpRows = 16;  // one mma m-tile per warp
   static constexpr int kWarps = kBlockM / kWarpRows;
   static constexpr int kThreads = kWarps * arch::kWarpSize;
@@ -109,7 +119,8 @@ struct BwdKvKernel {
   using T = typename Cfg::T;
   static constexpr int kBlockM = Cfg::kBlockM, kBlockN = Cfg::kBlockN, kStride = Cfg::kStride;
   static constexpr int kRows = Cfg::kWarpRows;
-  using KeyAcc = arch::Acc<1, kHeadDim>;  // the warp's 16 keys x D (dK, dV)
+  static constexpr int kSliceDim = Cfg::kSliceDim;
+  using KeyAcc = arch::Acc<1, kSliceDim>;  // the warp's 16 keys x the slice's columns (dK, dV)
   using ScoreAcc = arch::Acc<1, kBlockM>; // the warp's 16 keys x kBlockM queries (S^T, dP^T)
 
   static CFA_DEVICE void run(const BwdParams& p, T* smem) {
@@ -117,6 +128,7 @@ struct BwdKvKernel {
     const KvTile tile = map_kv_workgroup(p, blockIdx.x);
     const int warp = threadIdx.x / arch::kWarpSize, lane = threadIdx.x % arch::kWarpSize;
     const int n0 = tile.n_block * kBlockN;
+    const int col0 = slice_col0(p);
     const int G = p.group_size();
     const Sequence seq = p.sequence(tile.batch);
     const KeyWindow window = p.key_window(seq);
@@ -172,18 +184,18 @@ struct BwdKvKernel {
         {
           arch::PFrag<T, 1, kBlockM> pf;
           arch::pack_p(pf, s);
-          arch::warp_gemm_pv<T, 1, kBlockM, kHeadDim>(dv, pf, sdO, kStride, lane);
+          arch::warp_gemm_pv<T, 1, kBlockM, kSliceDim>(dv, pf, sdO + col0, kStride, lane);
           arch::pack_p(pf, dp);
-          arch::warp_gemm_pv<T, 1, kBlockM, kHeadDim>(dk, pf, sQ, kStride, lane);
+          arch::warp_gemm_pv<T, 1, kBlockM, kSliceDim>(dk, pf, sQ + col0, kStride, lane);
         }
-        if constexpr (kAtomicDq) add_dq(p, tile.batch, seq, h, m0, dp, sK, sdS, warp, lane);
+        if constexpr (kAtomicDq) add_dq(p, tile.batch, seq, h, m0, col0, dp, sK, sdS, warp, lane);
       }
     }
 
     const float scale = float(p.softmax_scale);
 #pragma unroll
     for (int i = 0; i < KeyAcc::kSize; ++i) {
-      const int key = key0 + KeyAcc::row(i, lane), col = KeyAcc::col(i, lane);
+      const int key = key0 + KeyAcc::row(i, lane), col = col0 + KeyAcc::col(i, lane);
       if (key < seq.len_k && col < p.head_dim) {
         slabs.dk[key * p.dk_row_stride + col] = T(dk.x[i] * scale);
         slabs.dv[key * p.dv_row_stride + col] = T(dv.x[i]);
@@ -191,9 +203,13 @@ struct BwdKvKernel {
     }
   }
 
-  // dQ[m0 .. m0 + kBlockM) += dS K * scale: dS^T goes through shared memory so each warp can
-  // read its query rows as an mma A operand; then one atomic add per element.
-  static CFA_DEVICE void add_dq(const BwdParams& p, int b, const Sequence& seq, int h, int m0,
+  // The slice's first column: a constant 0 unless the head dim is split (the only slice).
+  static CFA_DEVICE int slice_col0(const BwdParams& p) { return kSliceDim < kHeadDim ? p.slice_col0 : 0; }
+
+  // dQ[m0 .. m0 + kBlockM) += dS K * scale in the slice's columns from slice0: dS^T goes through
+  // shared memory so each warp can read its query rows as an mma A operand; then one atomic add
+  // per element.
+  static CFA_DEVICE void add_dq(const BwdParams& p, int b, const Sequence& seq, int h, int m0, int slice0,
                                 const ScoreAcc& ds_t, const T* sK, T* sdS, int warp, int lane) {
     using DsAcc = arch::Acc<1, kBlockN>;       // 16 queries x the block's keys
     using DqAcc = arch::Acc<1, Cfg::kDqCols>;  // 16 queries x the warp's column slice
@@ -201,7 +217,7 @@ struct BwdKvKernel {
     for (int i = 0; i < ScoreAcc::kSize; ++i)
       sdS[(warp * kRows + ScoreAcc::row(i, lane)) * Cfg::kDsStride + ScoreAcc::col(i, lane)] = T(ds_t.x[i]);
     arch::block_sync();
-    const int row_group = warp % Cfg::kDqRowGroups, col0 = (warp / Cfg::kDqRowGroups) * Cfg::kDqCols;
+    const int row_group = warp % Cfg::kDqRowGroups, col0 = slice0 + (warp / Cfg::kDqRowGroups) * Cfg::kDqCols;
     DsAcc ds;
 #pragma unroll
     for (int i = 0; i < DsAcc::kSize; ++i)
@@ -228,7 +244,8 @@ struct BwdDqKernel {
   using Cfg = BwdDqConfig<kDType, kHeadDim>;
   using T = typename Cfg::T;
   static constexpr int kBlockM = Cfg::kBlockM, kBlockN = Cfg::kBlockN, kStride = Cfg::kStride;
-  using DqAcc = arch::Acc<1, kHeadDim>;  // the warp's 16 query rows x D
+  static constexpr int kSliceDim = Cfg::kSliceDim;
+  using DqAcc = arch::Acc<1, kSliceDim>;  // the warp's 16 query rows x the slice's columns
   using ScoreAcc = arch::Acc<1, kBlockN>;
   static constexpr int kSlots = DqAcc::kSlots;
 
@@ -238,6 +255,7 @@ struct BwdDqKernel {
     const Tile tile = map_workgroup(p.mapping, blockIdx.x, grid);
     const int warp = threadIdx.x / arch::kWarpSize, lane = threadIdx.x % arch::kWarpSize;
     const int m0 = tile.m_block * kBlockM;
+    const int col0 = kSliceDim < kHeadDim ? p.slice_col0 : 0;
     const Sequence seq = p.sequence(tile.batch);
     const KeyWindow window = p.key_window(seq);
     const ScoreMod mod(p, tile.batch, tile.q_head, seq);
@@ -286,7 +304,7 @@ struct BwdDqKernel {
       }
       arch::PFrag<T, 1, kBlockN> dsf;
       arch::pack_p(dsf, s);
-      arch::warp_gemm_pv<T, 1, kBlockN, kHeadDim>(dq, dsf, sK, kStride, lane);
+      arch::warp_gemm_pv<T, 1, kBlockN, kSliceDim>(dq, dsf, sK + col0, kStride, lane);
     }
     arch::copy_wait<0>();  // Q and dO of a tile that sees no key were never waited for
 
@@ -294,7 +312,7 @@ struct BwdDqKernel {
     const float scale = float(p.softmax_scale);
 #pragma unroll
     for (int i = 0; i < DqAcc::kSize; ++i) {
-      const int row = warp_row0 + DqAcc::row(i, lane), col = DqAcc::col(i, lane);
+      const int row = warp_row0 + DqAcc::row(i, lane), col = col0 + DqAcc::col(i, lane);
       if (row < seq.len_q && col < p.head_dim) dq_accum[p.dq_offset(tile.batch, seq, row, tile.q_head) + col] = dq.x[i] * scale;
     }
   }

@@ -48,6 +48,7 @@ struct BwdParams : FwdParams {
   int32_t block_n;            // keys per workgroup of the main kernel
   int32_t* kv_block_offsets;  // the main kernel's ragged grid (packed batches), like block_offsets
   bool deterministic;         // dQ from a separate query-block pass instead of atomics
+  int32_t slice_col0;         // head dims split into column slices: the first column of dK, dV, dQ a launch writes
 
   CFA_HOST_DEVICE int32_t num_n_blocks() const { return (seqlen_k + block_n - 1) / block_n; }
   CFA_HOST_DEVICE GridShape kv_grid_shape() const {

@@ -118,14 +118,17 @@ void run_bwd(const BwdParams& p, cfaStream_t stream) {
   constexpr int kPreThreads = 256;
   CFA_LAUNCH(bwd_preprocess_kernel<T>, dim3(unsigned((rows + kPreThreads - 1) / kPreThreads), unsigned(p.batch)),
              dim3(kPreThreads), 0, stream, p);
-  if (p.deterministic) {
-    run_bwd_kv<kDType, kHeadDim, kWindowed, false>(p, stream);
-    auto dq = bwd_dq_kernel<kDType, kHeadDim, kWindowed>;
-    allow_smem<Dq::kSmemBytes>(dq);
-    const int64_t grid = p.launch_size(p.grid_shape(), p.total_q, Dq::kBlockM);
-    CFA_LAUNCH(dq, dim3(unsigned(grid)), dim3(Dq::kThreads), Dq::kSmemBytes, stream, p);
-  } else {
-    run_bwd_kv<kDType, kHeadDim, kWindowed, true>(p, stream);
+  // One main (and dQ) launch per column slice of a head dim above 128 (bwd_slices), one below.
+  for (BwdParams slice = p; slice.slice_col0 < p.head_dim; slice.slice_col0 += Dq::kSliceDim) {
+    if (p.deterministic) {
+      run_bwd_kv<kDType, kHeadDim, kWindowed, false>(slice, stream);
+      auto dq = bwd_dq_kernel<kDType, kHeadDim, kWindowed>;
+      allow_smem<Dq::kSmemBytes>(dq);
+      const int64_t grid = p.launch_size(p.grid_shape(), p.total_q, Dq::kBlockM);
+      CFA_LAUNCH(dq, dim3(unsigned(grid)), dim3(Dq::kThreads), Dq::kSmemBytes, stream, slice);
+    } else {
+      run_bwd_kv<kDType, kHeadDim, kWindowed, true>(slice, stream);
+    }
   }
 }
 

@@ -12,6 +12,7 @@
 #include <ATen/ATen.h>
 
 #include "arch/dtype.h"
+#include "kernels/instantiations/head_dims.h"
 #include "kernels/launch.h"
 #include "ops/gpu/launch_kernels.h"
 #include "ops/op_entry.h"
@@ -62,6 +63,20 @@ inline void check_launch(const char* op) {
 #endif
 }
 
+// A head dim no build of the family covers (cdna3 above 128: 64 KB of LDS) is the caller's error.
+inline void check_head_dim(const char* op, KernelFamily family, bool backward, int64_t head_dim) {
+  const int widest = max_head_dim(family, backward);
+  TORCH_CHECK_VALUE(head_dim <= widest, op, ": the ", family_name(family), " ", backward ? "backward" : "forward",
+                    " kernels support head_dim up to ", widest, ", got ", head_dim);
+}
+
+// sm90's warp-specialised backward stops at head dim 128; wider heads run the mma_sync backward,
+// which every CUDA build compiles for each of its archs, sm_90 included.
+inline KernelFamily bwd_family(KernelFamily family, int64_t head_dim) {
+  const bool wider = head_dim > max_head_dim(KernelFamily::kSm90, true);
+  return family == KernelFamily::kSm90 && wider ? KernelFamily::kMmaSync : family;
+}
+
 inline void check_launched(bool launched, const char* op, const at::Tensor& q, KernelFamily family) {
   TORCH_CHECK(launched, op, ": no ", q.scalar_type(), " ", family_name(family), " kernel for head_dim ", q.size(-1),
               " in this build (rebuild with CHIPLET_FA_DTYPES / CHIPLET_FA_HDIMS covering it)");
@@ -76,6 +91,7 @@ inline FwdResult fwd_with_kernels(const FwdArgs& a, const std::optional<at::Tens
   at::Tensor out, lse;
   FwdParams p = prepare_fwd(a, block_m, detected_xcds, out, lse, given_out);
   const DType dtype = check_kernel_dtype(a.op(), a.q);
+  check_head_dim(a.op(), family, false, a.q.size(-1));
   if (finish_without_kernel(p, out, lse)) return {out, lse};
   const at::Tensor offsets = ragged_grid(p.cu_seqlens_q, p.batch, a.q);
   p.block_offsets = offsets.defined() ? offsets.data_ptr<int32_t>() : nullptr;
@@ -97,14 +113,16 @@ inline FwdResult fwd_with_kernels(const FwdArgs& a, const std::optional<at::Tens
   return {out, lse};
 }
 
-// The backward (dense or packed) on `family`'s kernels, with num_xcds=-1 meaning `detected_xcds`.
-inline BwdResult bwd_with_kernels(const BwdArgs& a, KernelFamily family, int detected_xcds, cfaStream_t stream) {
+// The backward (dense or packed) on the kernels of `device_family` (the device's; sm90 hands head
+// dims above 128 to mma_sync), with num_xcds=-1 meaning `detected_xcds`.
+inline BwdResult bwd_with_kernels(const BwdArgs& a, KernelFamily device_family, int detected_xcds, cfaStream_t stream) {
+  const int64_t D = a.q.size(-1), d8 = (D + 7) / 8 * 8;
+  const KernelFamily family = bwd_family(device_family, D);
   const KernelGeometry g = geometry(family);
   BwdTensors t;
   BwdParams p = prepare_bwd(a, g.bwd_dq_block_m, g.bwd_block_n, g.bwd_row_pad, detected_xcds, t);
   const DType dtype = check_kernel_dtype(a.op(), a.q);
-  const int64_t D = a.q.size(-1), d8 = (D + 7) / 8 * 8;
-  TORCH_CHECK_VALUE(D <= 128, a.op(), ": the GPU backward supports head_dim up to 128, got ", D);
+  check_head_dim(a.op(), family, true, D);
   if (p.total_q == 0 || p.total_k == 0) {  // no query or no key: every gradient is zero
     t.dk.zero_();
     t.dv.zero_();

@@ -77,6 +77,7 @@ struct FwdKernel : arch::WarpSpecialised<2, 40, 232> {
     Sequence seq;
     KeyWindow window;
     int m0;
+    int tma_batch;    // the tensor maps' batch coordinate: a packed batch is one row of sequences
     BlockRange keys;  // key blocks some row sees
     CFA_DEVICE int n_blocks() const { return keys.end - keys.first; }
   };
@@ -102,6 +103,7 @@ struct FwdKernel : arch::WarpSpecialised<2, 40, 232> {
     i.seq = p.sequence(i.tile.batch);
     i.window = p.key_window(i.seq);
     i.m0 = i.tile.m_block * kBlockM;
+    i.tma_batch = p.cu_seqlens_q ? 0 : i.tile.batch;
     i.keys = key_blocks(i.window, i.m0, min(i.m0 + kBlockM, i.seq.len_q) - 1, kBlockN);
     i.g = p.head_slabs<T>(i.tile.batch, i.tile.q_head, i.seq);
     return i;
@@ -199,11 +201,10 @@ struct FwdKernel : arch::WarpSpecialised<2, 40, 232> {
       return;
     }
     arch::mbarrier_arrive_expect_tx(full, kQBytes);
-    const int batch = a.p.cu_seqlens_q ? 0 : info.tile.batch;
 #pragma unroll
     for (int c = 0; c < kPanels; ++c)
       arch::tma_load_4d(t.sQ + (n % kQStages) * QTile::kElems + c * QTile::kPanel, &a.q, c * arch::kTmaBoxCols,
-                        int(info.seq.q_start) + info.m0, info.tile.q_head, batch, full);
+                        int(info.seq.q_start) + info.m0, info.tile.q_head, info.tma_batch, full);
   }
 
   // Blocks [j0, j1) of a tile's K/V into the ring from position ring on (advanced past them).
@@ -212,7 +213,7 @@ struct FwdKernel : arch::WarpSpecialised<2, 40, 232> {
     const FwdParams& p = a.p;
     const int lane = threadIdx.x;
     const bool packed = p.cu_seqlens_q != nullptr;
-    const int batch = packed ? 0 : info.tile.batch, kv_head = info.tile.q_head / p.group_size();
+    const int kv_head = info.tile.q_head / p.group_size();
     const int k_row = int(info.seq.k_start);
     for (int j = j0; j < j1; ++j, ++ring) {
       const int stage = stage_of(ring), n0 = (info.keys.first + j) * kBlockN;
@@ -221,10 +222,10 @@ struct FwdKernel : arch::WarpSpecialised<2, 40, 232> {
       // K of a block is released a step before its V (QK^T runs a step ahead of PV).
       if (ring >= kStages) arch::mbarrier_wait(&t.bar->k_empty[stage], phase_of(ring) ^ 1);
       load_kv(t.sK + stage * KVTile::kElems, &a.k, info.g.k, p.k_row_stride, &t.bar->k_full[stage], k_row, n0,
-              kv_head, batch, info.seq.len_k, p.head_dim, by_hand, lane);
+              kv_head, info.tma_batch, info.seq.len_k, p.head_dim, by_hand, lane);
       if (ring >= kStages) arch::mbarrier_wait(&t.bar->v_empty[stage], phase_of(ring) ^ 1);
       load_kv(t.sV + stage * KVTile::kElems, &a.v, info.g.v, p.v_row_stride, &t.bar->v_full[stage], k_row, n0,
-              kv_head, batch, info.seq.len_k, p.head_dim, by_hand, lane);
+              kv_head, info.tma_batch, info.seq.len_k, p.head_dim, by_hand, lane);
     }
   }
 
