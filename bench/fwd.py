@@ -2,6 +2,7 @@
 
   python bench/fwd.py --out bench/results            # issue #12's sweep against SDPA (H200: ~2 min)
   python bench/fwd.py --quick --out /tmp/r            # three shapes, for iterating
+  python bench/fwd.py --shapes 8,16,16,2048,64 --causal yes --out /tmp/r   # chosen shapes
 Writes fwd_<gpu>.md and fwd_<gpu>.json; --plot draws TFLOP/s per mapping (needs matplotlib).
 """
 import argparse
@@ -108,13 +109,18 @@ def main():
                     help="also the swizzled policies and SDPA's memory-efficient backend")
     ap.add_argument("--num-xcds", type=int, default=8,
                     help="domains the swizzled policies assume (8 = MI300X; NVIDIA dispatch is not round-robin)")
+    ap.add_argument("--shapes", nargs="+", metavar="B,H_Q,H_KV,N,D",
+                    help="these shapes instead of the sweep (each causal and not, as --causal allows)")
     ap.add_argument("--plot", action="store_true")
     args = ap.parse_args()
     if not torch.cuda.is_available():
         sys.exit("bench/fwd.py needs a CUDA or ROCm device")
     allowed = {"both": (False, True), "yes": (True,), "no": (False,)}[args.causal]
     columns = tuple(MAPPINGS) + tuple(SDPA) if args.all_columns else COLUMNS
-    shapes = [(s, c) for s, causals in (QUICK if args.quick else SWEEP) for c in causals if c in allowed]
+    sweep = QUICK if args.quick else SWEEP
+    if args.shapes:
+        sweep = [(tuple(int(x) for x in s.split(",")), BOTH) for s in args.shapes]
+    shapes = [(s, c) for s, causals in sweep for c in causals if c in allowed]
     rows = []
     bar = tqdm(total=len(shapes), unit="shape") if tqdm else None
     for i, (shape, causal) in enumerate(shapes):
