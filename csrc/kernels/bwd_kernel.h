@@ -33,6 +33,10 @@ namespace chiplet_fa::CFA_FAMILY {
 // slice_col0), and every slice recomputes S and dP over the whole head dim: at D=256 the passes do
 // 1.4x the products of an unsplit one, and need no more registers than D=128.
 constexpr int bwd_slices(int head_dim) { return (head_dim + 127) / 128; }
+constexpr int bwd_slice_dim(int head_dim) { return head_dim / bwd_slices(head_dim); }
+// A launch's first column: a constant 0 when the head dim is not split.
+template <int kHeadDim>
+CFA_DEVICE int slice_start(const BwdParams& p) { return bwd_slices(kHeadDim) > 1 ? p.slice_col0 : 0; }
 
 template <DType kDType, int kHeadDim>
 struct BwdConfig {
@@ -42,7 +46,7 @@ struct BwdConfig {
   static constexpr int kWarpRows = 16;  // one mma m-tile per warp
   static constexpr int kWarps = kBlockN / kWarpRows;
   static constexpr int kThreads = kWarps * arch::kWarpSize;
-  static constexpr int kSliceDim = kHeadDim / bwd_slices(kHeadDim);  // dK, dV columns a launch owns
+  static constexpr int kSliceDim = bwd_slice_dim(kHeadDim);  // dK, dV columns a launch owns
   // dK and dV accumulators live in registers for the whole workgroup: fewer query rows per
   // step for wide heads keeps S^T/dP^T small enough to fit beside them.
   static constexpr int kBlockM = kHeadDim <= 64 ? 64 : 32;
@@ -65,7 +69,7 @@ struct BwdDqConfig {
   static constexpr int kDim = kHeadDim;
   static constexpr int kBlockM = 64;
   static constexpr int kBlockN = arch::bwd_dq_block_n(kHeadDim);
-  static constexpr int kSliceDim = kHeadDim / bwd_slices(kHeadDim);  // dQ columns a launch owns
+  static constexpr int kSliceDim = bwd_slice_dim(kHeadDim);  // dQ columns a launch owns
   static constexpr int kWarpRows = 16;  // one mma m-tile per warp
   static constexpr int kWarps = kBlockM / kWarpRows;
   static constexpr int kThreads = kWarps * arch::kWarpSize;
@@ -128,7 +132,7 @@ struct BwdKvKernel {
     const KvTile tile = map_kv_workgroup(p, blockIdx.x);
     const int warp = threadIdx.x / arch::kWarpSize, lane = threadIdx.x % arch::kWarpSize;
     const int n0 = tile.n_block * kBlockN;
-    const int col0 = slice_col0(p);
+    const int col0 = slice_start<kHeadDim>(p);
     const int G = p.group_size();
     const Sequence seq = p.sequence(tile.batch);
     const KeyWindow window = p.key_window(seq);
@@ -203,9 +207,6 @@ struct BwdKvKernel {
     }
   }
 
-  // The slice's first column: a constant 0 unless the head dim is split (the only slice).
-  static CFA_DEVICE int slice_col0(const BwdParams& p) { return kSliceDim < kHeadDim ? p.slice_col0 : 0; }
-
   // dQ[m0 .. m0 + kBlockM) += dS K * scale in the slice's columns from slice0: dS^T goes through
   // shared memory so each warp can read its query rows as an mma A operand; then one atomic add
   // per element.
@@ -255,7 +256,7 @@ struct BwdDqKernel {
     const Tile tile = map_workgroup(p.mapping, blockIdx.x, grid);
     const int warp = threadIdx.x / arch::kWarpSize, lane = threadIdx.x % arch::kWarpSize;
     const int m0 = tile.m_block * kBlockM;
-    const int col0 = kSliceDim < kHeadDim ? p.slice_col0 : 0;
+    const int col0 = slice_start<kHeadDim>(p);
     const Sequence seq = p.sequence(tile.batch);
     const KeyWindow window = p.key_window(seq);
     const ScoreMod mod(p, tile.batch, tile.q_head, seq);

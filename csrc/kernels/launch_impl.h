@@ -119,7 +119,7 @@ void run_bwd(const BwdParams& p, cfaStream_t stream) {
   CFA_LAUNCH(bwd_preprocess_kernel<T>, dim3(unsigned((rows + kPreThreads - 1) / kPreThreads), unsigned(p.batch)),
              dim3(kPreThreads), 0, stream, p);
   // One main (and dQ) launch per column slice of a head dim above 128 (bwd_slices), one below.
-  for (BwdParams slice = p; slice.slice_col0 < p.head_dim; slice.slice_col0 += Dq::kSliceDim) {
+  for (BwdParams slice = p; slice.slice_col0 < p.head_dim; slice.slice_col0 += bwd_slice_dim(kHeadDim)) {
     if (p.deterministic) {
       run_bwd_kv<kDType, kHeadDim, kWindowed, false>(slice, stream);
       auto dq = bwd_dq_kernel<kDType, kHeadDim, kWindowed>;
