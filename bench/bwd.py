@@ -4,6 +4,7 @@ cuDNN, one process.
   python bench/bwd.py --out bench/results            # paper shapes (H200: ~2-3 min)
   python bench/bwd.py --quick --out /tmp/r            # two shapes, for iterating
   python bench/bwd.py --wide --out /tmp/r             # head dims above 128 (D=192, 256)
+  python bench/bwd.py --shapes 4,32,8,4096,128 --causal yes --out /tmp/r   # chosen shapes
 FLOPs: backward = 2.5x forward, forward+backward = 3.5x forward; causal FLOPs halved.
 Writes bwd_<gpu>.md and bwd_<gpu>.json. chiplet_fa backward times the bwd operator alone (given
 out and lse) with atomic dQ; the `det` column is deterministic mode under head_first. SDPA
@@ -112,11 +113,14 @@ def main():
     ap.add_argument("--causal", choices=["both", "yes", "no"], default="both")
     ap.add_argument("--num-xcds", type=int, default=8,
                     help="domains the swizzled policies assume (8 = MI300X; NVIDIA dispatch is not round-robin)")
+    ap.add_argument("--shapes", nargs="+", metavar="B,H_Q,H_KV,N,D", help="these shapes instead of the sweep")
     args = ap.parse_args()
     if not torch.cuda.is_available():
         sys.exit("bench/bwd.py needs a CUDA or ROCm device")
     causals = {"both": (False, True), "yes": (True,), "no": (False,)}[args.causal]
     sweep = QUICK if args.quick else WIDE if args.wide else SWEEP + (FULL_EXTRA if args.full else [])
+    if args.shapes:
+        sweep = [tuple(int(x) for x in s.split(",")) for s in args.shapes]
     shapes = [(s, c) for s in sweep for c in causals]
     rows = []
     for i, (shape, causal) in enumerate(shapes):

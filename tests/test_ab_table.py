@@ -1,0 +1,35 @@
+"""bench/ab_table.py (the comparison bench/ab_run.sh prints) on fake benchmark results."""
+import importlib.util
+import json
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+spec = importlib.util.spec_from_file_location("ab_table", ROOT / "bench" / "ab_table.py")
+ab = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(ab)
+
+SHAPE = {"B": 8, "H_q": 16, "H_kv": 16, "N": 2048, "D": 64}
+
+
+def write(out, name, rows, stem="fwd"):
+    folder = out / name
+    folder.mkdir()
+    (folder / f"{stem}_NVIDIA_H200.json").write_text(json.dumps({"gpu": "NVIDIA_H200", "rows": rows}))
+
+
+def test_forward_variants_side_by_side(tmp_path):
+    write(tmp_path, "0-tree", [dict(SHAPE, causal=True, head_first=231.0, sdpa_cudnn=330.0)])
+    write(tmp_path, "1-mask", [dict(SHAPE, causal=True, head_first=270.4, sdpa_cudnn=325.0)])
+    lines = ab.table(tmp_path).splitlines()
+    assert lines[0] == "| shape | causal | 0-tree | / cuDNN | 1-mask | / cuDNN |"
+    assert lines[2] == "| 8x16/16 N=2048 D=64 | yes | 231 | 0.70 | 270 | 0.83 |"
+
+
+def test_backward_keys_and_missing_results(tmp_path):
+    rows = [dict(SHAPE, causal=False, head_first_bwd=150.0, sdpa_cudnn_bwd=None),
+            dict(SHAPE, causal=True, head_first_bwd=120.0, sdpa_cudnn_bwd=200.0)]
+    write(tmp_path, "0-tree", rows, stem="bwd")
+    (tmp_path / "1-broken").mkdir()  # a variant whose build failed wrote no results
+    lines = ab.table(tmp_path).splitlines()
+    assert lines[2] == "| 8x16/16 N=2048 D=64 | no | 150 | - | - | - |"
+    assert lines[3] == "| 8x16/16 N=2048 D=64 | yes | 120 | 0.60 | - | - |"
