@@ -29,10 +29,7 @@ variant() {
   timeout 400 $bench --out "$dir" > "$dir/bench.log" 2>&1 || { echo "$1: benchmark failed"; tail -5 "$dir/bench.log"; status=1; }
 }
 
-# [-R] FILE: git apply works outside a repository too; patch(1) where the image has no git.
-apply_patch() {
-  if command -v git > /dev/null; then git apply "$@"; else patch -p1 --quiet "${@:1:$#-1}" < "${@: -1}"; fi
-}
+. "$(dirname "${BASH_SOURCE[0]}")/apply_patch.sh"
 
 variant 0-tree || exit 1
 n=0

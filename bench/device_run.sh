@@ -15,6 +15,7 @@
 #   profile   Nsight Compute stall breakdown of one sm90 forward and backward launch + the forward's SASS
 # Reduced builds: CHIPLET_FA_DTYPES=bf16 CHIPLET_FA_HDIMS=128 bash bench/device_run.sh smoke
 # A second call on the still-warm machine: SKIP_BUILD=1 bash bench/device_run.sh tests sanitize
+# Pending changes first: APPLY="bench/pending/a.patch bench/pending/b.patch" bash bench/device_run.sh tests
 # Results go to $OUT/results.tgz (the device tool brings back few files).
 set -uo pipefail
 OUT=${OUT:-/tmp/chiplet_fa_out}
@@ -24,6 +25,8 @@ status=0
 stage() { echo "=== $1 ($(date +%T))"; }
 
 stage build
+. "$(dirname "${BASH_SOURCE[0]}")/apply_patch.sh"
+for p in ${APPLY:-}; do apply_patch "$p" && echo "applied $p" || { echo "$p does not apply to the tree"; exit 1; }; done
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader | tee "$OUT/gpu.txt"
 cxx=${CXX:-c++}
 echo "CXX=${CXX:-unset}; shared libstdc++ of $cxx: $($cxx -print-file-name=libstdc++.so); static: $($cxx -print-file-name=libstdc++.a)" \
