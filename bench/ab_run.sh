@@ -6,7 +6,7 @@
 # the units the patch touches), runs the same, and takes the patch out again. Each variant's
 # benchmark has cuDNN in its own process: the variants compare by their "/ cuDNN" ratios.
 #   AB_BENCH  the benchmark, given --out DIR (default: bench/fwd.py on issue #12's small shapes,
-#             D=64 and D=128 at H=32 N=8K)
+#             D=64 and D=128 at H=32 N=8K); AB_SMOKE_TIMEOUT the smoke sweep's limit (180 s)
 #   bash bench/ab_run.sh .ab/mask.patch .ab/dq.patch   (untracked patch files travel with the tree)
 # Results: $OUT/results.tgz, a folder per variant (0-tree, 1-<patch>, ...) with its logs and
 # the benchmark's files; the table printed last has each variant's chiplet_fa TFLOP/s and ratio.
@@ -24,22 +24,28 @@ variant() {
     echo "$1: install failed"; tail -30 "$dir/build.log"; return 1
   fi
   echo "$1: install $((SECONDS - start)) s"
-  timeout 300 python3 bench/gpu_smoke.py > "$dir/smoke.log" 2>&1 || status=1
+  # A variant that fails or hangs in the smoke sweep is not benchmarked: a hang must not take the call.
+  if ! timeout -k 10 "${AB_SMOKE_TIMEOUT:-180}" python3 bench/gpu_smoke.py > "$dir/smoke.log" 2>&1; then
+    echo "$1: smoke failed or timed out: $(tail -1 "$dir/smoke.log")"; return 1
+  fi
   echo "$1: smoke: $(tail -1 "$dir/smoke.log")"
-  timeout 400 $bench --out "$dir" > "$dir/bench.log" 2>&1 || { echo "$1: benchmark failed"; tail -5 "$dir/bench.log"; status=1; }
+  timeout -k 10 400 $bench --out "$dir" > "$dir/bench.log" 2>&1 || { echo "$1: benchmark failed"; tail -5 "$dir/bench.log"; status=1; }
 }
 
 . "$(dirname "${BASH_SOURCE[0]}")/apply_patch.sh"
 
-variant 0-tree || exit 1
 n=0
-for p in "$@"; do
-  n=$((n + 1))
-  name="$n-$(basename "$p" .patch)"
-  if ! apply_patch "$p"; then echo "$name: does not apply to the tree"; status=1; continue; fi
-  variant "$name" || status=1
-  apply_patch -R "$p" || { echo "$name: cannot be taken out again"; exit 1; }
-done
+if variant 0-tree; then
+  for p in "$@"; do
+    n=$((n + 1))
+    name="$n-$(basename "$p" .patch)"
+    if ! apply_patch "$p"; then echo "$name: does not apply to the tree"; status=1; continue; fi
+    variant "$name" || status=1
+    apply_patch -R "$p" || { echo "$name: cannot be taken out again"; status=1; break; }
+  done
+else
+  echo "the tree itself failed: no patch tried"; status=1
+fi
 
 python3 bench/ab_table.py "$OUT" | tee "$OUT/ab.md"
 # The device tool returns few files: everything travels in one archive.
