@@ -7,7 +7,7 @@
 # benchmark has cuDNN in its own process: the variants compare by their "/ cuDNN" ratios.
 #   AB_BENCH  the benchmark, given --out DIR (default: bench/fwd.py on issue #12's small shapes,
 #             D=64 and D=128 at H=32 N=8K); AB_SMOKE_TIMEOUT the smoke sweep's limit (180 s)
-#   bash bench/ab_run.sh .ab/mask.patch .ab/dq.patch   (untracked patch files travel with the tree)
+#   bash bench/ab_run.sh bench/pending/v11a-diagonal-mask.patch bench/pending/v11b-uniform-desc.patch
 # Results: $OUT/results.tgz, a folder per variant (0-tree, 1-<patch>, ...) with its logs and
 # the benchmark's files; the table printed last has each variant's chiplet_fa TFLOP/s and ratio.
 set -uo pipefail
