@@ -3,10 +3,12 @@
 # reduced instantiation set unless CHIPLET_FA_DTYPES / CHIPLET_FA_HDIMS say otherwise), runs the
 # smoke sweep and the benchmark; then for each patch named as an argument (`git diff` output,
 # relative to the tree): applies it, reinstalls (the build folder stays, so ninja recompiles only
-# the units the patch touches), runs the same, and takes the patch out again. Each variant's
+# the units the patch touches), runs the same, and takes the patch out again; `a.patch+b.patch`
+# tries two patches together. Each variant's
 # benchmark has cuDNN in its own process: the variants compare by their "/ cuDNN" ratios.
-#   AB_BENCH  the benchmark, given --out DIR (default: bench/fwd.py on issue #12's small shapes,
-#             D=64 and D=128 at H=32 N=8K); AB_SMOKE_TIMEOUT the smoke sweep's limit (180 s)
+#   AB_BENCH  the benchmarks, separated by ';', each given --out DIR (default: bench/fwd.py on issue
+#             #12's small shapes, D=64 and D=128 at H=32 N=8K); AB_SMOKE_TIMEOUT the smoke sweep's
+#             limit (180 s)
 #   bash bench/ab_run.sh bench/pending/v11a-diagonal-mask.patch bench/pending/v11b-uniform-desc.patch
 # Results: $OUT/results.tgz, a folder per variant (0-tree, 1-<patch>, ...) with its logs and
 # the benchmark's files; the table printed last has each variant's chiplet_fa TFLOP/s and ratio.
@@ -29,19 +31,31 @@ variant() {
     echo "$1: smoke failed or timed out: $(tail -1 "$dir/smoke.log")"; return 1
   fi
   echo "$1: smoke: $(tail -1 "$dir/smoke.log")"
-  timeout -k 10 400 $bench --out "$dir" > "$dir/bench.log" 2>&1 || { echo "$1: benchmark failed"; tail -5 "$dir/bench.log"; status=1; }
+  local b benches
+  IFS=';' read -ra benches <<< "$bench"
+  for b in "${benches[@]}"; do
+    timeout -k 10 400 $b --out "$dir" >> "$dir/bench.log" 2>&1 || { echo "$1: $b failed"; tail -5 "$dir/bench.log"; status=1; }
+  done
 }
 
 . "$(dirname "${BASH_SOURCE[0]}")/apply_patch.sh"
 
+# A variant is one patch or several joined by '+' (applied in order, taken out in reverse).
+take_out() { local i; for ((i = $# ; i >= 1; i--)); do apply_patch -R "${!i}" || return 1; done; }
+put_in() {
+  local done_=() q
+  for q in "$@"; do apply_patch "$q" || { take_out "${done_[@]}"; return 1; }; done_+=("$q"); done
+}
+
 n=0
 if variant 0-tree; then
-  for p in "$@"; do
+  for set in "$@"; do
     n=$((n + 1))
-    name="$n-$(basename "$p" .patch)"
-    if ! apply_patch "$p"; then echo "$name: does not apply to the tree"; status=1; continue; fi
+    IFS=+ read -ra parts <<< "$set"
+    name="$n-$(for q in "${parts[@]}"; do basename "$q" .patch; done | paste -sd+)"
+    if ! put_in "${parts[@]}"; then echo "$name: does not apply to the tree"; status=1; continue; fi
     variant "$name" || status=1
-    apply_patch -R "$p" || { echo "$name: cannot be taken out again"; status=1; break; }
+    take_out "${parts[@]}" || { echo "$name: cannot be taken out again"; status=1; break; }
   done
 else
   echo "the tree itself failed: no patch tried"; status=1

@@ -1,8 +1,8 @@
 """The table bench/ab_run.sh prints last: one row per benchmark point, each variant's chiplet_fa
 (head_first) TFLOP/s and its ratio to cuDNN measured in the same process.
 
-  python bench/ab_table.py OUT    # OUT holds a folder per variant, each with a bench/fwd.py or
-                                  # bench/bwd.py JSON file
+  python bench/ab_table.py OUT    # OUT holds a folder per variant, each with bench/fwd.py and/or
+                                  # bench/bwd.py JSON files
 """
 import json
 import sys
@@ -13,8 +13,9 @@ KEYS = (("head_first", "sdpa_cudnn"), ("head_first_bwd", "sdpa_cudnn_bwd"))
 
 
 def variant_rows(folder: Path):
-    found = sorted(folder.glob("*.json"))
-    return json.loads(found[0].read_text())["rows"] if found else []
+    """Every benchmark's rows, each tagged with the benchmark (the JSON file's stem: fwd, bwd)."""
+    return [dict(row, bench=f.name.split("_")[0]) for f in sorted(folder.glob("*.json"))
+            for row in json.loads(f.read_text())["rows"]]
 
 
 def cells(row):
@@ -29,12 +30,12 @@ def table(out: Path) -> str:
     variants = sorted(d for d in out.iterdir() if d.is_dir())
     rows = {v.name: variant_rows(v) for v in variants}
     points = max(rows.values(), key=len, default=[])
-    lines = ["| shape | causal | " + " | ".join(f"{v.name} | / cuDNN" for v in variants) + " |",
-             "|" + "---|" * (2 + 2 * len(variants))]
+    lines = ["| bench | shape | causal | " + " | ".join(f"{v.name} | / cuDNN" for v in variants) + " |",
+             "|" + "---|" * (3 + 2 * len(variants))]
     for i, p in enumerate(points):
         shape = f"{p['B']}x{p['H_q']}/{p['H_kv']} N={p['N']} D={p['D']}"
         row = [c for v in variants for c in (cells(rows[v.name][i]) if i < len(rows[v.name]) else ["-", "-"])]
-        lines.append(f"| {shape} | {'yes' if p['causal'] else 'no'} | " + " | ".join(row) + " |")
+        lines.append(f"| {p['bench']} | {shape} | {'yes' if p['causal'] else 'no'} | " + " | ".join(row) + " |")
     return "\n".join(lines) + "\n"
 
 

@@ -5,6 +5,7 @@ cuDNN, one process.
   python bench/bwd.py --quick --out /tmp/r            # two shapes, for iterating
   python bench/bwd.py --wide --out /tmp/r             # head dims above 128 (D=192, 256)
   python bench/bwd.py --shapes 4,32,8,4096,128 --causal yes --out /tmp/r   # chosen shapes
+  python bench/bwd.py --quick --mappings head_first --out /tmp/r   # head_first against SDPA only
 FLOPs: backward = 2.5x forward, forward+backward = 3.5x forward; causal FLOPs halved.
 Writes bwd_<gpu>.md and bwd_<gpu>.json. chiplet_fa backward times the bwd operator alone (given
 out and lse) with atomic dQ; the `det` column is deterministic mode under head_first. SDPA
@@ -39,7 +40,7 @@ def tflops(flops, ms):
     return flops / ms / 1e9
 
 
-def run_shape(b, hq, hkv, n, d, causal, num_xcds):
+def run_shape(b, hq, hkv, n, d, causal, num_xcds, mappings=MAPPINGS):
     gen = torch.Generator(device="cuda").manual_seed(0)
     q, k, v = (torch.randn(b, n, h, d, device="cuda", dtype=torch.bfloat16, generator=gen)
                for h in (hq, hkv, hkv))
@@ -57,7 +58,7 @@ def run_shape(b, hq, hkv, n, d, causal, num_xcds):
         out, lse = ops.fwd(q, k, v, None, causal, m, num_xcds)
         return ops.bwd(dout, q, k, v, out, lse, None, causal, m, num_xcds, False)
 
-    for m in MAPPINGS:
+    for m in mappings:
         row[f"{m}_bwd"] = tflops(BWD_FACTOR * fwd_flops, bwd_ms(m))
         row[f"{m}_fwdbwd"] = tflops(FWD_BWD_FACTOR * fwd_flops, time_ms(lambda: fwd_bwd(m)))
     row["head_first_det_bwd"] = tflops(BWD_FACTOR * fwd_flops, bwd_ms("head_first", True))
@@ -82,14 +83,14 @@ def run_shape(b, hq, hkv, n, d, causal, num_xcds):
 
 
 def best_mapping(r, kind):
-    return max(MAPPINGS, key=lambda m: r[f"{m}_{kind}"])
+    return max((m for m in MAPPINGS if f"{m}_{kind}" in r), key=lambda m: r[f"{m}_{kind}"])
 
 
 def markdown(rows, gpu, command):
     lines = [f"# chiplet_fa backward, {gpu}, bf16 (TFLOP/s, median; bwd = 2.5x fwd FLOPs, "
              "fwd+bwd = 3.5x; causal FLOPs halved)", "", f"Command: `{command}`", ""]
     for kind, title in (("bwd", "Backward"), ("fwdbwd", "Forward + backward")):
-        cols = [f"{m}_{kind}" for m in MAPPINGS] + (["head_first_det_bwd"] if kind == "bwd" else [])
+        cols = [f"{m}_{kind}" for m in MAPPINGS if f"{m}_{kind}" in rows[0]] + (["head_first_det_bwd"] if kind == "bwd" else [])
         cols += [f"{s}_{kind}" for s in SDPA]
         lines += [f"## {title}", "",
                   "| B | H_q | H_kv | N | D | causal | " + " | ".join(c.removesuffix(f"_{kind}") for c in cols)
@@ -114,6 +115,8 @@ def main():
     ap.add_argument("--num-xcds", type=int, default=8,
                     help="domains the swizzled policies assume (8 = MI300X; NVIDIA dispatch is not round-robin)")
     ap.add_argument("--shapes", nargs="+", metavar="B,H_Q,H_KV,N,D", help="these shapes instead of the sweep")
+    ap.add_argument("--mappings", nargs="+", choices=MAPPINGS, default=list(MAPPINGS),
+                    help="time only these (head_first is always timed: the det column and the ratios use it)")
     args = ap.parse_args()
     if not torch.cuda.is_available():
         sys.exit("bench/bwd.py needs a CUDA or ROCm device")
@@ -122,12 +125,13 @@ def main():
     if args.shapes:
         sweep = [tuple(int(x) for x in s.split(",")) for s in args.shapes]
     shapes = [(s, c) for s in sweep for c in causals]
+    mappings = tuple(m for m in MAPPINGS if m in args.mappings or m == "head_first")
     rows = []
     for i, (shape, causal) in enumerate(shapes):
-        rows.append(run_shape(*shape, causal, args.num_xcds))
+        rows.append(run_shape(*shape, causal, args.num_xcds, mappings))
         r = rows[-1]
         print(f"[{i + 1}/{len(shapes)}] {shape} causal={causal}: bwd "
-              + ", ".join(f"{m} {r[f'{m}_bwd']:.0f}" for m in MAPPINGS)
+              + ", ".join(f"{m} {r[f'{m}_bwd']:.0f}" for m in mappings)
               + f", det {r['head_first_det_bwd']:.0f}, flash {fmt(r['sdpa_flash_bwd'])}, "
               f"cudnn {fmt(r['sdpa_cudnn_bwd'])}", flush=True)
         torch.cuda.empty_cache()

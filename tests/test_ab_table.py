@@ -21,8 +21,8 @@ def test_forward_variants_side_by_side(tmp_path):
     write(tmp_path, "0-tree", [dict(SHAPE, causal=True, head_first=231.0, sdpa_cudnn=330.0)])
     write(tmp_path, "1-mask", [dict(SHAPE, causal=True, head_first=270.4, sdpa_cudnn=325.0)])
     lines = ab.table(tmp_path).splitlines()
-    assert lines[0] == "| shape | causal | 0-tree | / cuDNN | 1-mask | / cuDNN |"
-    assert lines[2] == "| 8x16/16 N=2048 D=64 | yes | 231 | 0.70 | 270 | 0.83 |"
+    assert lines[0] == "| bench | shape | causal | 0-tree | / cuDNN | 1-mask | / cuDNN |"
+    assert lines[2] == "| fwd | 8x16/16 N=2048 D=64 | yes | 231 | 0.70 | 270 | 0.83 |"
 
 
 def test_backward_keys_and_missing_results(tmp_path):
@@ -31,5 +31,17 @@ def test_backward_keys_and_missing_results(tmp_path):
     write(tmp_path, "0-tree", rows, stem="bwd")
     (tmp_path / "1-broken").mkdir()  # a variant whose build failed wrote no results
     lines = ab.table(tmp_path).splitlines()
-    assert lines[2] == "| 8x16/16 N=2048 D=64 | no | 150 | - | - | - |"
-    assert lines[3] == "| 8x16/16 N=2048 D=64 | yes | 120 | 0.60 | - | - |"
+    assert lines[2] == "| bwd | 8x16/16 N=2048 D=64 | no | 150 | - | - | - |"
+    assert lines[3] == "| bwd | 8x16/16 N=2048 D=64 | yes | 120 | 0.60 | - | - |"
+
+
+def test_forward_and_backward_of_one_variant(tmp_path):
+    folder = tmp_path / "0-tree"
+    folder.mkdir()
+    (folder / "fwd_NVIDIA_H200.json").write_text(json.dumps(
+        {"rows": [dict(SHAPE, causal=True, head_first=231.0, sdpa_cudnn=330.0)]}))
+    (folder / "bwd_NVIDIA_H200.json").write_text(json.dumps(
+        {"rows": [dict(SHAPE, causal=True, head_first_bwd=120.0, sdpa_cudnn_bwd=200.0)]}))
+    lines = ab.table(tmp_path).splitlines()
+    assert lines[2:] == ["| bwd | 8x16/16 N=2048 D=64 | yes | 120 | 0.60 |",
+                         "| fwd | 8x16/16 N=2048 D=64 | yes | 231 | 0.70 |"]
