@@ -37,12 +37,22 @@ struct OnlineSoftmax {
     if constexpr (kWindowed) return n0 < w.begin(warp_row0 + SAcc::kRows - 1) || n0 + kBlockN > w.end(warp_row0);
     return false;
   }
-  static CFA_DEVICE void mask(SAcc& s, const KeyWindow& w, int n0, int warp_row0, int lane) {
+  // Each row slot's visible keys [lo, hi) of the block are found once, so a score costs two compares
+  // and a select (per score, the window's fields re-read from shared memory and a branch had made
+  // the diagonal block of a causal tile 1175 instructions a warp; bench/NOTES.md). w is a copy: the
+  // caller's may live in shared memory.
+  static CFA_DEVICE void mask(SAcc& s, const KeyWindow w, int n0, int warp_row0, int lane) {
+    int lo[kSlots], hi[kSlots];
+#pragma unroll
+    for (int r = 0; r < kSlots; ++r) {
+      const int row = warp_row0 + arch::slot_row(r, lane);
+      lo[r] = kWindowed ? w.begin(row) - n0 : 0;  // begin and end as in KeyWindow::visible
+      hi[r] = (kWindowed ? w.end(row) : w.len_k) - n0;
+    }
 #pragma unroll
     for (int i = 0; i < SAcc::kSize; ++i) {
-      const int col = n0 + SAcc::col(i, lane);
-      const bool visible = kWindowed ? w.visible(warp_row0 + SAcc::row(i, lane), col) : col < w.len_k;
-      if (!visible) s.x[i] = -INFINITY;
+      const int col = SAcc::col(i, lane), r = SAcc::slot(i);
+      s.x[i] = col >= lo[r] && col < hi[r] ? s.x[i] : -INFINITY;
     }
   }
   // Scores of key block n0 to masked logits (kPlain: no softcap, no ALiBi).
