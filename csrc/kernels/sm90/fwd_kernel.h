@@ -130,7 +130,7 @@ struct FwdKernel : arch::WarpSpecialised<2, 40, 232> {
     }
     __syncthreads();
 
-    const int wg = threadIdx.x / kWgThreads;
+    const int wg = arch::warp_uniform(threadIdx.x / kWgThreads);
     if (wg == 0) {
       arch::release_registers<kProducerRegs>();
       if (threadIdx.x < kProducerLanes) produce(a, t);  // the other producer warps have nothing to do
@@ -266,7 +266,7 @@ struct FwdKernel : arch::WarpSpecialised<2, 40, 232> {
       arch::mbarrier_wait(&t.bar->q_full[n % kQStages], q_phase_of(n));
       const TileInfo& info = t.info[n % kInfoSlots];
       if (info.none) break;
-      consume_tile(p, t, info, cw, ring, n % kQStages);
+      consume_tile(p, t, info, cw, arch::warp_uniform(ring), n % kQStages);
       ring += info.n_blocks();
     }
     if (cw == 0) arch::named_barrier_sync(kTurnBarrier, kConsumerThreads);
