@@ -8,7 +8,7 @@
 //   SmemTile<kRows, kD> (kElems, offset(row, col): the shared-memory layout of a tile);
 //   Acc<kMT, kN> (fp32 accumulator: kSize, kSlots, kRows, slot(i), row(i, lane), col(i, lane));
 //   slot_row, owns_row_stats (which lane writes a row's statistics);
-//   row_allreduce_max/sum over the lanes sharing a row; warp_any;
+//   row_allreduce_max/sum over the lanes sharing a row; lane_group_sum<kLanes>; warp_any;
 //   copy_16B_async/copy_commit/copy_wait<N> (global -> shared, zero-fill when !valid);
 //   gemm_qk(S, sQ, sK, warp, lane) (S = Q K^T for the warp's rows), PFrag + pack_p / pack_p_pair,
 //   gemm_pv(O, P, sV, warp, lane) (O += P V); block_sync; fast_tanh (the softcap); fast_exp2 (the

@@ -97,6 +97,12 @@ CFA_DEVICE float row_allreduce_sum(float v) {
   v += __shfl_xor(v, 16);
   return v + __shfl_xor(v, 32);
 }
+template <int kLanes>  // as in nvidia_common.h
+CFA_DEVICE float lane_group_sum(float v) {
+#pragma unroll
+  for (int m = kLanes / 2; m > 0; m /= 2) v += __shfl_xor(v, m);
+  return v;
+}
 CFA_DEVICE bool warp_any(bool pred) { return __any(pred); }
 
 // --- global -> LDS copies ---

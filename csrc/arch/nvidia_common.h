@@ -44,6 +44,13 @@ CFA_DEVICE float row_allreduce_sum(float v) {
   v += __shfl_xor_sync(0xffffffffu, v, 1);
   return v + __shfl_xor_sync(0xffffffffu, v, 2);
 }
+// The sum over each group of kLanes neighbouring lanes (a power of two); every lane takes part.
+template <int kLanes>
+CFA_DEVICE float lane_group_sum(float v) {
+#pragma unroll
+  for (int m = kLanes / 2; m > 0; m /= 2) v += __shfl_xor_sync(0xffffffffu, v, m);
+  return v;
+}
 
 // v as lane 0 holds it, which the compiler then knows every lane holds: values the wgmma
 // descriptors are built from (warpgroup index, ring stage) stay in uniform registers instead of

@@ -113,10 +113,11 @@ void run_bwd(const BwdParams& p, cfaStream_t stream) {
   static_assert(Dq::kBlockM == kGeometry.bwd_dq_block_m, "the binding sizes the dQ grid with the family's geometry");
   fill_grid(p.cu_seqlens_q, p.batch, p.total_q, p.seqlen_q, Dq::kBlockM, p.block_offsets, false, stream);
   fill_grid(p.cu_seqlens_k, p.batch, p.total_k, p.seqlen_k, kGeometry.bwd_block_n, p.kv_block_offsets, true, stream);
-  // One thread per padded row and head of the longest sequence, one grid row per sequence.
-  const int64_t rows = int64_t(p.seqlen_q + p.stats_pad - 1) / p.stats_pad * p.stats_pad * p.num_q_heads;
+  // kPreprocessLanes per padded row and head of the longest sequence, one grid row per sequence.
+  const int64_t lanes = int64_t(p.seqlen_q + p.stats_pad - 1) / p.stats_pad * p.stats_pad * p.num_q_heads *
+                        kPreprocessLanes;
   constexpr int kPreThreads = 256;
-  CFA_LAUNCH(bwd_preprocess_kernel<T>, dim3(unsigned((rows + kPreThreads - 1) / kPreThreads), unsigned(p.batch)),
+  CFA_LAUNCH(bwd_preprocess_kernel<T>, dim3(unsigned((lanes + kPreThreads - 1) / kPreThreads), unsigned(p.batch)),
              dim3(kPreThreads), 0, stream, p);
   // One main (and dQ) launch per column slice of a head dim above 128 (bwd_slices), one below.
   for (BwdParams slice = p; slice.slice_col0 < p.head_dim; slice.slice_col0 += bwd_slice_dim(kHeadDim)) {
