@@ -95,7 +95,12 @@ void launch_bwd_kv(const BwdParams& p, cfaStream_t stream) {
   static_assert(Kv::kBlockN == kGeometry.bwd_block_n, "the binding sizes the grid with the family's geometry");
   allow_smem<Kv::kSmemBytes>(kv);
   const int64_t grid = p.launch_size(p.kv_grid_shape(), p.total_k, Kv::kBlockN);
-  CFA_LAUNCH(kv, dim3(unsigned(grid)), dim3(Kv::kThreads), Kv::kSmemBytes, stream, p);
+#if defined(CFA_FAMILY_SM90)
+  const TmaBwdParams args = with_dq_map(p, kAtomicDq, Kv::kBlockM);
+#else
+  const BwdParams& args = p;
+#endif
+  CFA_LAUNCH(kv, dim3(unsigned(grid)), dim3(Kv::kThreads), Kv::kSmemBytes, stream, args);
 }
 
 template <DType kDType, int kHeadDim, bool kWindowed, bool kAtomicDq>

@@ -11,7 +11,7 @@
 //                dV += P^T dO, dK += dS^T Q        (P^T, dS^T from registers)
 //              and with kAtomicDq stage dS^T in shared memory, compute a 64 x 64 share of
 //              dQ = dS K * scale and hand it to the copy engine, which adds it to the fp32
-//              accumulator in global memory (bulk reduction: one instruction per row).
+//              accumulator in global memory (TMA reduction: one instruction per 32 columns).
 // dQ split: at D = 128 each consumer takes 64 columns over all 128 keys (it reads both
 // consumers' dS^T); at D = 64 each takes its own 64 keys over all columns.
 #pragma once
@@ -20,9 +20,11 @@
 #include "arch/arch.h"
 #include "arch/sm90_bulk.h"
 #include "arch/sm90_sync.h"
+#include "arch/sm90_tma.h"
 #include "kernels/launch.h"
 #include "kernels/bwd_params.h"
 #include "kernels/scores.h"
+#include "kernels/sm90/tma_params.h"
 #include "mapping/mapping.h"
 #include "kernels/tile_io.h"
 
@@ -49,9 +51,15 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
   using DqAcc = arch::Acc<1, 64>;               // a warp's 16 queries x 64 dQ columns
   static constexpr bool kSplitDqCols = kDim == 128;
   static constexpr int kDqKeys = kSplitDqCols ? kBlockN : 64;
-  // fp32 dQ staging rows: 8 floats of padding put the 8 rows a warp writes at once on 8
-  // different bank groups.
-  static constexpr int kDqStride = 64 + 8;
+  // fp32 dQ staging: panels of 64 rows x 32 floats (one 128-byte swizzle row), laid out as the
+  // copy engine's 128-byte swizzle reads them (16-byte chunk index XOR row % 8), so a warp's
+  // float2 stores of 8 rows x 4 column pairs fall on 32 different banks.
+  static constexpr int kDqPanelCols = arch::kTmaBoxBytes / 4, kDqPanels = 64 / kDqPanelCols;
+  static constexpr int kDqPanelElems = kBlockM * kDqPanelCols;
+  static CFA_DEVICE int dq_staging_offset(int r, int c) {
+    const int cc = c % kDqPanelCols;
+    return (c / kDqPanelCols) * kDqPanelElems + r * kDqPanelCols + (((cc / 4) ^ (r % 8)) * 4) + cc % 4;
+  }
 
   struct Barriers {
     uint64_t kv_full, full[kStages], empty[kStages];
@@ -73,7 +81,7 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
     T q[kStages][QTile::kElems];
     T dout[kStages][QTile::kElems];
     T ds_t[kAtomicDq ? 2 : 0][DsTile::kElems];  // alternate per step: one barrier a step suffices
-    float dq[kAtomicDq ? kConsumers : 0][kBlockM * kDqStride];
+    alignas(1024) float dq[kAtomicDq ? kConsumers : 0][kDqPanels * kDqPanelElems];  // TMA: 1024-byte aligned
     float lse_log2[kStages][kBlockM];
     float delta[kStages][kBlockM];
     Barriers bar;
@@ -105,7 +113,8 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
     return k;
   }
 
-  static CFA_DEVICE void run(const BwdParams& p, unsigned char* smem_raw) {
+  static CFA_DEVICE void run(const TmaBwdParams& a, unsigned char* smem_raw) {
+    const BwdParams& p = a.p;
     if (blockIdx.x >= grid_size(p.kv_grid_shape())) return;  // a ragged grid is launched with a bound
     Smem& sm = *reinterpret_cast<Smem*>(smem_raw);
     const Keys& keys = sm.keys;
@@ -124,7 +133,7 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
       produce(p, sm, keys);
     } else {
       arch::claim_registers<kConsumerRegs>();
-      consume(p, sm, keys, wg - 1);
+      consume(a, sm, keys, wg - 1);
     }
   }
 
@@ -155,7 +164,8 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
     arch::copy_wait_all();  // no copy outlives the thread that issued it
   }
 
-  static CFA_DEVICE void consume(const BwdParams& p, Smem& sm, const Keys& keys, int cw) {
+  static CFA_DEVICE void consume(const TmaBwdParams& a, Smem& sm, const Keys& keys, int cw) {
+    const BwdParams& p = a.p;
     const int lane = threadIdx.x % 32;
     const int warp = threadIdx.x / 32 - kWgThreads / 32;  // 0..7 over both consumers
     const int wg_tid = threadIdx.x % kWgThreads;
@@ -166,8 +176,7 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
     // This consumer's dQ share: its rows of dS^T and K, its panel of K's columns.
     const int dq_key0 = kSplitDqCols ? 0 : 64 * cw;
     const int dq_col0 = kSplitDqCols ? 64 * cw : 0;
-    const uint32_t dq_bytes = 4u * uint32_t(max(0, min(64, p.head_dim - dq_col0)));
-    float* const dq_accum = static_cast<float*>(p.dq_accum);
+    const int dq_row0 = int(keys.seq.q_start), dq_batch = p.cu_seqlens_q ? 0 : tile.batch;  // dq's coordinates
 
     KeyAcc dk, dv;
 #pragma unroll
@@ -247,7 +256,7 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
           }
         arch::fence_async_proxy();
         // Before this consumer restages dQ, the copy engine must have read the previous share.
-        if (wg_tid < kBlockM) arch::bulk_wait_read<0>();
+        if (wg_tid == 0) arch::bulk_wait_read<0>();
         arch::named_barrier_sync(kDsBarrier, kConsumers * kWgThreads);
         DqAcc dq;
         arch::wgmma_fence();
@@ -259,14 +268,16 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
 #pragma unroll
         for (int i = 0; i < DqAcc::kSize; i += 2) {
           const int r = (warp % 4) * 16 + DqAcc::row(i, lane), c = DqAcc::col(i, lane);
-          *reinterpret_cast<float2*>(sdq + r * kDqStride + c) = make_float2(dq.x[i] * scale, dq.x[i + 1] * scale);
+          *reinterpret_cast<float2*>(sdq + dq_staging_offset(r, c)) = make_float2(dq.x[i] * scale, dq.x[i + 1] * scale);
         }
         arch::fence_async_proxy();
         arch::named_barrier_sync(kDqBarrier + cw, kWgThreads);
-        const int row = m0 + wg_tid;
-        if (wg_tid < kBlockM && row < keys.seq.len_q && dq_bytes > 0) {
-          arch::bulk_reduce_add(dq_accum + p.dq_offset(tile.batch, keys.seq, row, h) + dq_col0, sdq + wg_tid * kDqStride,
-                                dq_bytes);
+        // Columns past the head dim and a dense batch's rows past its end lie outside dq's map.
+        if (wg_tid == 0) {
+#pragma unroll
+          for (int c = 0; c < kDqPanels; ++c)
+            arch::tma_reduce_add_4d(&a.dq, sdq + c * kDqPanelElems, dq_col0 + c * kDqPanelCols, dq_row0 + m0, h,
+                                    dq_batch);
           arch::bulk_commit();
         }
       } else {
@@ -313,8 +324,8 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
 
 template <DType kDType, int kHeadDim, bool kWindowed, bool kAtomicDq, bool kPlain>
 CFA_GLOBAL void __launch_bounds__((BwdKvKernelSm90<kDType, kHeadDim, kWindowed, kAtomicDq, kPlain>::kThreads), 1)
-    bwd_kv_kernel_sm90(const BwdParams p) {
-  BwdKvKernelSm90<kDType, kHeadDim, kWindowed, kAtomicDq, kPlain>::run(p, dynamic_smem());
+    bwd_kv_kernel_sm90(const __grid_constant__ TmaBwdParams a) {
+  BwdKvKernelSm90<kDType, kHeadDim, kWindowed, kAtomicDq, kPlain>::run(a, dynamic_smem());
 }
 
 }  // namespace chiplet_fa::CFA_FAMILY

@@ -24,7 +24,7 @@
 #include "kernels/online_softmax.h"
 #include "kernels/scores.h"
 #include "kernels/sm90/epilogue.h"
-#include "kernels/sm90/fwd_tma.h"
+#include "kernels/sm90/tma_params.h"
 #include "kernels/sm90/tile_scheduler.h"
 #include "kernels/tile_io.h"
 #include "mapping/mapping.h"

@@ -1,0 +1,72 @@
+// The sm90 kernels' parameters: their params with TMA descriptions of the tensors the copy
+// engine moves, as (head_dim, rows, heads, batch) tensors. A dense batch's rows are one
+// sequence's, so the copy engine zero-fills (loads) or drops (reductions) rows past its end; a
+// packed batch is one (head_dim, total, heads) tensor, where rows past a sequence's end belong to
+// the next sequence (the forward copies the last key block of a packed sequence itself,
+// zero-filled; the backward's dQ share of those rows is exactly zero, see below).
+#pragma once
+#include <algorithm>
+
+#include "arch/sm90_tma.h"
+#include "kernels/bwd_params.h"
+#include "kernels/fwd_params.h"
+
+namespace chiplet_fa::CFA_FAMILY {
+
+struct TmaFwdParams {
+  FwdParams p;
+  CUtensorMap q, k, v;
+};
+// dq: the fp32 dQ accumulator (laid out like q, BwdParams), which a consumer adds its dQ share of a
+// query block into; undescribed where the pass computes no dQ (deterministic mode).
+struct TmaBwdParams {
+  BwdParams p;
+  CUtensorMap dq;
+};
+
+// One of q, k, v in 16-byte units for the copy engine: strides of dims of one entry, which nothing
+// steps over, get the tensor's extent (any multiple of 16 is valid there).
+inline arch::TensorDesc tma_desc(const void* base, arch::TmaElement element, int64_t head_dim, int64_t rows,
+                                 int64_t heads, int64_t batch, int64_t row_stride, int64_t head_stride,
+                                 int64_t batch_stride, int box_rows) {
+  const int64_t bytes = arch::element_bytes(element);
+  const int64_t extent = std::max(rows * row_stride, heads * head_stride) * bytes;
+  return arch::TensorDesc{base,
+                          element,
+                          {uint64_t(head_dim), uint64_t(rows), uint64_t(heads), uint64_t(batch)},
+                          {uint64_t(row_stride * bytes), uint64_t(heads > 1 ? head_stride * bytes : extent),
+                           uint64_t(batch > 1 ? batch_stride * bytes : extent)},
+                          uint32_t(box_rows)};
+}
+
+inline TmaFwdParams with_tensor_maps(const FwdParams& p, bool bf16, int q_box_rows, int kv_box_rows) {
+  const bool packed = p.cu_seqlens_q != nullptr;
+  const int64_t rows_q = packed ? p.total_q : p.seqlen_q, rows_k = packed ? p.total_k : p.seqlen_k;
+  const int64_t batch = packed ? 1 : p.batch;
+  const arch::TmaElement e = bf16 ? arch::TmaElement::kBFloat16 : arch::TmaElement::kFloat16;
+  return TmaFwdParams{
+      p,
+      arch::make_tensor_map(tma_desc(p.q, e, p.head_dim, rows_q, p.num_q_heads, batch, p.q_row_stride,
+                                     p.q_head_stride, p.q_batch_stride, q_box_rows),
+                            "q"),
+      arch::make_tensor_map(tma_desc(p.k, e, p.head_dim, rows_k, p.num_kv_heads, batch, p.k_row_stride,
+                                     p.k_head_stride, p.k_batch_stride, kv_box_rows),
+                            "k"),
+      arch::make_tensor_map(tma_desc(p.v, e, p.head_dim, rows_k, p.num_kv_heads, batch, p.v_row_stride,
+                                     p.v_head_stride, p.v_batch_stride, kv_box_rows),
+                            "v")};
+}
+
+// A packed batch's query rows past a sequence's end have Q = dO = 0 in the backward's buffers and
+// lse_log2 = +inf, so their P, dS and dQ share are exactly zero: adding it to the next sequence's
+// rows changes nothing, and the reduction needs no per-sequence bound.
+inline TmaBwdParams with_dq_map(const BwdParams& p, bool atomic_dq, int box_rows) {
+  if (!atomic_dq) return TmaBwdParams{p, {}};
+  const bool packed = p.cu_seqlens_q != nullptr;
+  const int64_t rows = packed ? p.total_q : p.seqlen_q, d = p.head_dim, h = p.num_q_heads;
+  return TmaBwdParams{p, arch::make_tensor_map(tma_desc(p.dq_accum, arch::TmaElement::kFloat32, d, rows, h,
+                                                        packed ? 1 : p.batch, h * d, d, rows * h * d, box_rows),
+                                               "dq_accum")};
+}
+
+}  // namespace chiplet_fa::CFA_FAMILY
