@@ -39,6 +39,15 @@ CFA_DEVICE void tma_load_4d(void* dst, const CUtensorMap* map, int32_t c0, int32
       : "memory");
 }
 
+// Copies `bytes` (a multiple of 16; both addresses 16-byte aligned) from global to shared memory
+// and completes them on bar, like tma_load_4d.
+CFA_DEVICE void bulk_load(void* dst, const void* src, uint32_t bytes, uint64_t* bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
+                   smem_u32(dst)),
+               "l"(src), "r"(bytes), "r"(smem_u32(bar))
+               : "memory");
+}
+
 // Adds the box in shared memory at src (1024-byte aligned, swizzled as the map says) to the fp32
 // tensor of `map` at (c0, c1, c2, c3), element-wise and atomically; parts outside the tensor are
 // dropped. A bulk group's operation: bulk_commit, then bulk_wait_read before src is rewritten

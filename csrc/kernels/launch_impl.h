@@ -96,7 +96,7 @@ void launch_bwd_kv(const BwdParams& p, cfaStream_t stream) {
   allow_smem<Kv::kSmemBytes>(kv);
   const int64_t grid = p.launch_size(p.kv_grid_shape(), p.total_k, Kv::kBlockN);
 #if defined(CFA_FAMILY_SM90)
-  const TmaBwdParams args = with_dq_map(p, kAtomicDq, Kv::kBlockM);
+  const TmaBwdParams args = with_tensor_maps(p, kDType == DType::kBFloat16, kAtomicDq, Kv::kBlockM);
 #else
   const BwdParams& args = p;
 #endif

@@ -1,9 +1,10 @@
 // FlashAttention-2 backward main pass for sm_90a, warp-specialised like kernels/sm90/fwd_kernel.h.
 // A workgroup owns kBlockN = 128 keys of one KV head (map_kv_workgroup, ACC = KV head) and
 // produces their dK and dV; with kAtomicDq it also adds every query block's dQ share.
-//   producer   (warpgroup 0) copies K and V once, then Q, dO, lse_log2 and D of each query
-//              block (every query head of the group in turn) into a ring of kStages buffers
-//              with cp.async, guarded by mbarriers (full: landed, empty: released).
+//   producer   (warpgroup 0) copies K and V once (cp.async), then Q, dO, lse_log2 and D of each
+//              query block (every query head of the group in turn) into a ring of kStages buffers,
+//              by the copy engine on one thread's instructions (TMA), guarded by mbarriers (full:
+//              landed, empty: released).
 //   consumers  (warpgroups 1, 2) own 64 keys each and keep dK, dV (64 x D) in registers. Per
 //              query block of 64 rows, transposed so the keys are the wgmma rows:
 //                S^T = K Q^T, dP^T = V dO^T        (wgmma, both operands in shared memory)
@@ -45,6 +46,9 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
 
   using KVTile = arch::SmemTile<kBlockN, kDim>;
   using QTile = arch::SmemTile<kBlockM, kDim>;   // Q or dO of one query block
+  static constexpr int kPanels = kDim / arch::kTmaBoxCols;
+  // What the copy engine brings into a stage: Q, dO, lse_log2 and D of one query block.
+  static constexpr uint32_t kStageBytes = 2 * QTile::kElems * sizeof(T) + 2 * kBlockM * sizeof(float);
   using DsTile = arch::SmemTile<kBlockN, kBlockM>;  // dS^T, [key][query]: one 64-column panel
   using SAcc = arch::Acc<1, kBlockM>;           // a warp's 16 keys x 64 queries
   using KeyAcc = arch::Acc<1, kDim>;            // a warp's 16 keys x D
@@ -130,14 +134,15 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
     const int wg = threadIdx.x / kWgThreads;
     if (wg == 0) {
       arch::release_registers<kProducerRegs>();
-      produce(p, sm, keys);
+      produce(a, sm, keys);
     } else {
       arch::claim_registers<kConsumerRegs>();
       consume(a, sm, keys, wg - 1);
     }
   }
 
-  static CFA_DEVICE void produce(const BwdParams& p, Smem& sm, const Keys& keys) {
+  static CFA_DEVICE void produce(const TmaBwdParams& a, Smem& sm, const Keys& keys) {
+    const BwdParams& p = a.p;
     const int tid = threadIdx.x;
     const KvTile& tile = keys.tile;
     const auto kv = p.kv_slabs<T>(tile.batch, tile.kv_head, keys.seq);
@@ -145,23 +150,49 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
     load_tile<KVTile, kWgThreads>(sm.v, kv.v, p.v_row_stride, keys.n0, keys.seq.len_k, p.head_dim, tid);
     arch::mbarrier_arrive_on_copies(&sm.bar.kv_full);
     const int G = p.group_size();
+    const bool packed = p.cu_seqlens_q != nullptr;
     int it = 0;
     for (int j = 0; j < G; ++j) {
-      const auto qs = p.query_slabs<T>(tile.batch, tile.kv_head * G + j, keys.seq);
+      const int h = tile.kv_head * G + j;
+      const auto qs = p.query_slabs<T>(tile.batch, h, keys.seq);
       for (int m = keys.rows.first; m < keys.rows.end; ++m, ++it) {
         const int stage = it % kStages, m0 = m * kBlockM;
         if (it >= kStages) arch::mbarrier_wait(&sm.bar.empty[stage], (it / kStages - 1) & 1);
-        load_tile<QTile, kWgThreads>(sm.q[stage], qs.q, p.q_row_stride, m0, keys.seq.len_q, p.head_dim, tid);
-        load_tile<QTile, kWgThreads>(sm.dout[stage], qs.dout, p.do_row_stride, m0, keys.seq.len_q, p.head_dim, tid);
-        constexpr int kRowChunks = kBlockM / 4;  // 16-byte pieces of a block's lse_log2 or D
-        if (tid < kRowChunks)
-          arch::copy_16B_async(&sm.lse_log2[stage][4 * tid], qs.lse_log2 + m0 + 4 * tid, true);
-        else if (tid < 2 * kRowChunks)
-          arch::copy_16B_async(&sm.delta[stage][4 * (tid - kRowChunks)], qs.delta + m0 + 4 * (tid - kRowChunks), true);
-        arch::mbarrier_arrive_on_copies(&sm.bar.full[stage]);
+        // The last query block of a packed sequence would bring the next sequence's rows: copied
+        // by hand, zero-filled (the dQ reduction counts on it, kernels/sm90/tma_params.h).
+        if (packed && m0 + kBlockM > keys.seq.len_q) {
+          load_by_hand(p, sm, qs, stage, m0, keys.seq.len_q, tid);
+        } else if (tid == 0) {
+          uint64_t* full = &sm.bar.full[stage];
+          arch::mbarrier_arrive_expect_tx(full, kStageBytes);
+          const int row = int(keys.seq.q_start) + m0, batch = packed ? 0 : tile.batch;
+#pragma unroll
+          for (int c = 0; c < kPanels; ++c) {
+            arch::tma_load_4d(sm.q[stage] + c * QTile::kPanel, &a.q, c * arch::kTmaBoxCols, row, h, batch, full);
+            arch::tma_load_4d(sm.dout[stage] + c * QTile::kPanel, &a.dout, c * arch::kTmaBoxCols, row, h, batch, full);
+          }
+          arch::bulk_load(sm.lse_log2[stage], qs.lse_log2 + m0, kBlockM * 4, full);
+          arch::bulk_load(sm.delta[stage], qs.delta + m0, kBlockM * 4, full);
+        } else {
+          arch::mbarrier_arrive(&sm.bar.full[stage]);
+        }
       }
     }
     arch::copy_wait_all();  // no copy outlives the thread that issued it
+  }
+
+  // One stage by cp.async from every producer thread, rows past n_rows zero-filled.
+  template <typename Slabs>
+  static CFA_DEVICE void load_by_hand(const BwdParams& p, Smem& sm, const Slabs& qs, int stage, int m0, int n_rows,
+                                      int tid) {
+    load_tile<QTile, kWgThreads>(sm.q[stage], qs.q, p.q_row_stride, m0, n_rows, p.head_dim, tid);
+    load_tile<QTile, kWgThreads>(sm.dout[stage], qs.dout, p.do_row_stride, m0, n_rows, p.head_dim, tid);
+    constexpr int kRowChunks = kBlockM / 4;  // 16-byte pieces of a block's lse_log2 or D
+    if (tid < kRowChunks)
+      arch::copy_16B_async(&sm.lse_log2[stage][4 * tid], qs.lse_log2 + m0 + 4 * tid, true);
+    else if (tid < 2 * kRowChunks)
+      arch::copy_16B_async(&sm.delta[stage][4 * (tid - kRowChunks)], qs.delta + m0 + 4 * (tid - kRowChunks), true);
+    arch::mbarrier_arrive_on_copies(&sm.bar.full[stage]);
   }
 
   static CFA_DEVICE void consume(const TmaBwdParams& a, Smem& sm, const Keys& keys, int cw) {
@@ -222,7 +253,7 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
       const float* lse_log2 = sm.lse_log2[stage];
       const float* delta = sm.delta[stage];
       arch::mbarrier_wait(&sm.bar.full[stage], (it / kStages) & 1);
-      arch::fence_async_proxy();  // the copies were cp.async (generic proxy) writes
+      arch::fence_async_proxy();  // a packed sequence's last block came by cp.async (generic proxy)
       SAcc s, dp;
       arch::wgmma_fence();
       arch::wgmma_qk<T, kBlockM, kDim, kBlockN>(s, sm.k, sQ, cw);

@@ -17,11 +17,12 @@ struct TmaFwdParams {
   FwdParams p;
   CUtensorMap q, k, v;
 };
-// dq: the fp32 dQ accumulator (laid out like q, BwdParams), which a consumer adds its dQ share of a
-// query block into; undescribed where the pass computes no dQ (deterministic mode).
+// q and dout, which the producer loads a query block of at a time, and dq: the fp32 dQ accumulator
+// (laid out like q, BwdParams), which a consumer adds its dQ share of a query block into;
+// undescribed where the pass computes no dQ (deterministic mode).
 struct TmaBwdParams {
   BwdParams p;
-  CUtensorMap dq;
+  CUtensorMap q, dout, dq;
 };
 
 // One of q, k, v in 16-byte units for the copy engine: strides of dims of one entry, which nothing
@@ -39,16 +40,24 @@ inline arch::TensorDesc tma_desc(const void* base, arch::TmaElement element, int
                           uint32_t(box_rows)};
 }
 
+constexpr arch::TmaElement element(bool bf16) { return bf16 ? arch::TmaElement::kBFloat16 : arch::TmaElement::kFloat16; }
+
+// One of the call's tensors of query rows (q, dout, dq_accum): (head_dim, rows, query heads, batch).
+inline CUtensorMap query_rows_map(const FwdParams& p, const void* base, arch::TmaElement e, int64_t row_stride,
+                                  int64_t head_stride, int64_t batch_stride, int box_rows, const char* name) {
+  const bool packed = p.cu_seqlens_q != nullptr;
+  return arch::make_tensor_map(tma_desc(base, e, p.head_dim, packed ? p.total_q : p.seqlen_q, p.num_q_heads,
+                                        packed ? 1 : p.batch, row_stride, head_stride, batch_stride, box_rows),
+                               name);
+}
+
 inline TmaFwdParams with_tensor_maps(const FwdParams& p, bool bf16, int q_box_rows, int kv_box_rows) {
   const bool packed = p.cu_seqlens_q != nullptr;
-  const int64_t rows_q = packed ? p.total_q : p.seqlen_q, rows_k = packed ? p.total_k : p.seqlen_k;
-  const int64_t batch = packed ? 1 : p.batch;
-  const arch::TmaElement e = bf16 ? arch::TmaElement::kBFloat16 : arch::TmaElement::kFloat16;
+  const int64_t rows_k = packed ? p.total_k : p.seqlen_k, batch = packed ? 1 : p.batch;
+  const arch::TmaElement e = element(bf16);
   return TmaFwdParams{
       p,
-      arch::make_tensor_map(tma_desc(p.q, e, p.head_dim, rows_q, p.num_q_heads, batch, p.q_row_stride,
-                                     p.q_head_stride, p.q_batch_stride, q_box_rows),
-                            "q"),
+      query_rows_map(p, p.q, e, p.q_row_stride, p.q_head_stride, p.q_batch_stride, q_box_rows, "q"),
       arch::make_tensor_map(tma_desc(p.k, e, p.head_dim, rows_k, p.num_kv_heads, batch, p.k_row_stride,
                                      p.k_head_stride, p.k_batch_stride, kv_box_rows),
                             "k"),
@@ -57,16 +66,21 @@ inline TmaFwdParams with_tensor_maps(const FwdParams& p, bool bf16, int q_box_ro
                             "v")};
 }
 
-// A packed batch's query rows past a sequence's end have Q = dO = 0 in the backward's buffers and
-// lse_log2 = +inf, so their P, dS and dQ share are exactly zero: adding it to the next sequence's
-// rows changes nothing, and the reduction needs no per-sequence bound.
-inline TmaBwdParams with_dq_map(const BwdParams& p, bool atomic_dq, int box_rows) {
-  if (!atomic_dq) return TmaBwdParams{p, {}};
-  const bool packed = p.cu_seqlens_q != nullptr;
-  const int64_t rows = packed ? p.total_q : p.seqlen_q, d = p.head_dim, h = p.num_q_heads;
-  return TmaBwdParams{p, arch::make_tensor_map(tma_desc(p.dq_accum, arch::TmaElement::kFloat32, d, rows, h,
-                                                        packed ? 1 : p.batch, h * d, d, rows * h * d, box_rows),
-                                               "dq_accum")};
+// A packed batch's query rows past a sequence's end have Q = dO = 0 in the backward's buffers (the
+// producer copies a packed sequence's last query block by hand, zero-filled) and lse_log2 = +inf,
+// so their P, dS and dQ share are exactly zero: adding it to the next sequence's rows changes
+// nothing, and the reduction needs no per-sequence bound.
+inline TmaBwdParams with_tensor_maps(const BwdParams& p, bool bf16, bool atomic_dq, int box_rows) {
+  const arch::TmaElement e = element(bf16);
+  TmaBwdParams a{p,
+                 query_rows_map(p, p.q, e, p.q_row_stride, p.q_head_stride, p.q_batch_stride, box_rows, "q"),
+                 query_rows_map(p, p.dout, e, p.do_row_stride, p.do_head_stride, p.do_batch_stride, box_rows, "dout"),
+                 {}};
+  const int64_t d = p.head_dim, h = p.num_q_heads;
+  if (atomic_dq)
+    a.dq = query_rows_map(p, p.dq_accum, arch::TmaElement::kFloat32, h * d, d, int64_t(p.seqlen_q) * h * d, box_rows,
+                          "dq_accum");
+  return a;
 }
 
 }  // namespace chiplet_fa::CFA_FAMILY
