@@ -9,7 +9,7 @@
 #   AB_BENCH  the benchmarks, separated by ';', each given --out DIR (default: bench/fwd.py on issue
 #             #12's small shapes, D=64 and D=128 at H=32 N=8K); AB_SMOKE_TIMEOUT the smoke sweep's
 #             limit (180 s)
-#   bash bench/ab_run.sh bench/pending/v11a-diagonal-mask.patch bench/pending/v11b-uniform-desc.patch
+#   bash bench/ab_run.sh /tmp/a.patch /tmp/b.patch /tmp/a.patch+/tmp/b.patch
 # Results: $OUT/results.tgz, a folder per variant (0-tree, 1-<patch>, ...) with its logs and
 # the benchmark's files; the table printed last has each variant's chiplet_fa TFLOP/s and ratio.
 set -uo pipefail

@@ -15,7 +15,7 @@
 #   profile   Nsight Compute stall breakdown of one sm90 forward and backward launch + the forward's SASS
 # Reduced builds: CHIPLET_FA_DTYPES=bf16 CHIPLET_FA_HDIMS=128 bash bench/device_run.sh smoke
 # A second call on the still-warm machine: SKIP_BUILD=1 bash bench/device_run.sh tests sanitize
-# Pending changes first: APPLY="bench/pending/a.patch bench/pending/b.patch" bash bench/device_run.sh tests
+# Pending changes first: APPLY="/path/a.patch /path/b.patch" bash bench/device_run.sh tests
 # Results go to $OUT/results.tgz (the device tool brings back few files).
 set -uo pipefail
 OUT=${OUT:-/tmp/chiplet_fa_out}
