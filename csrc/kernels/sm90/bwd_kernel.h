@@ -159,7 +159,7 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
         const int stage = it % kStages, m0 = m * kBlockM;
         if (it >= kStages) arch::mbarrier_wait(&sm.bar.empty[stage], (it / kStages - 1) & 1);
         // The last query block of a packed sequence would bring the next sequence's rows: copied
-        // by hand, zero-filled (the dQ reduction counts on it, kernels/sm90/tma_params.h).
+        // by hand, zero-filled.
         if (packed && m0 + kBlockM > keys.seq.len_q) {
           load_by_hand(p, sm, qs, stage, m0, keys.seq.len_q, tid);
         } else if (tid == 0) {
@@ -296,10 +296,15 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
         arch::wgmma_wait<0>();
         arch::pin(dq.x);
         float* sdq = sm.dq[cw];
+        const int rows_left = int(keys.seq.len_q) - m0;  // rows of this block inside the sequence
 #pragma unroll
         for (int i = 0; i < DqAcc::kSize; i += 2) {
           const int r = (warp % 4) * 16 + DqAcc::row(i, lane), c = DqAcc::col(i, lane);
-          *reinterpret_cast<float2*>(sdq + dq_staging_offset(r, c)) = make_float2(dq.x[i] * scale, dq.x[i + 1] * scale);
+          // A select, not a product: past the end dS is 0 * (NaN) where this sequence's K or V are
+          // non-finite, and in a packed batch those rows are the next sequence's.
+          const bool live = r < rows_left;
+          *reinterpret_cast<float2*>(sdq + dq_staging_offset(r, c)) =
+              make_float2(live ? dq.x[i] * scale : 0.f, live ? dq.x[i + 1] * scale : 0.f);
         }
         arch::fence_async_proxy();
         arch::named_barrier_sync(kDqBarrier + cw, kWgThreads);

@@ -3,7 +3,7 @@
 // sequence's, so the copy engine zero-fills (loads) or drops (reductions) rows past its end; a
 // packed batch is one (head_dim, total, heads) tensor, where rows past a sequence's end belong to
 // the next sequence (the forward copies the last key block of a packed sequence itself,
-// zero-filled; the backward's dQ share of those rows is exactly zero, see below).
+// zero-filled; the backward's consumers stage a dQ share of exactly zero for those rows).
 #pragma once
 #include <algorithm>
 
@@ -66,10 +66,9 @@ inline TmaFwdParams with_tensor_maps(const FwdParams& p, bool bf16, int q_box_ro
                             "v")};
 }
 
-// A packed batch's query rows past a sequence's end have Q = dO = 0 in the backward's buffers (the
-// producer copies a packed sequence's last query block by hand, zero-filled) and lse_log2 = +inf,
-// so their P, dS and dQ share are exactly zero: adding it to the next sequence's rows changes
-// nothing, and the reduction needs no per-sequence bound.
+// A packed batch's query rows past a sequence's end are the next sequence's: the producer copies
+// that last query block by hand, zero-filled, and the consumers stage a dQ share of exactly zero
+// for those rows (by a select: 0 * inf in dS), so the reduction needs no per-sequence bound.
 inline TmaBwdParams with_tensor_maps(const BwdParams& p, bool bf16, bool atomic_dq, int box_rows) {
   const arch::TmaElement e = element(bf16);
   TmaBwdParams a{p,
