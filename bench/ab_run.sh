@@ -4,8 +4,8 @@
 # smoke sweep and the benchmark; then for each patch named as an argument (`git diff` output,
 # relative to the tree): applies it, reinstalls (the build folder stays, so ninja recompiles only
 # the units the patch touches), runs the same, and takes the patch out again; `a.patch+b.patch`
-# tries two patches together. Each variant's
-# benchmark has cuDNN in its own process: the variants compare by their "/ cuDNN" ratios.
+# tries two patches together. Each variant's benchmark has cuDNN in its own process: the variants
+# compare by their "/ cuDNN" ratios.
 #   AB_BENCH  the benchmarks, separated by ';', each given --out DIR (default: bench/fwd.py on issue
 #             #12's small shapes, D=64 and D=128 at H=32 N=8K); AB_SMOKE_TIMEOUT the smoke sweep's
 #             limit (180 s)

@@ -13,7 +13,7 @@ SHAPE = {"B": 8, "H_q": 16, "H_kv": 16, "N": 2048, "D": 64}
 
 def write(out, name, rows, stem="fwd"):
     folder = out / name
-    folder.mkdir()
+    folder.mkdir(exist_ok=True)  # a variant's folder holds each benchmark's file
     (folder / f"{stem}_NVIDIA_H200.json").write_text(json.dumps({"gpu": "NVIDIA_H200", "rows": rows}))
 
 
@@ -36,12 +36,8 @@ def test_backward_keys_and_missing_results(tmp_path):
 
 
 def test_forward_and_backward_of_one_variant(tmp_path):
-    folder = tmp_path / "0-tree"
-    folder.mkdir()
-    (folder / "fwd_NVIDIA_H200.json").write_text(json.dumps(
-        {"rows": [dict(SHAPE, causal=True, head_first=231.0, sdpa_cudnn=330.0)]}))
-    (folder / "bwd_NVIDIA_H200.json").write_text(json.dumps(
-        {"rows": [dict(SHAPE, causal=True, head_first_bwd=120.0, sdpa_cudnn_bwd=200.0)]}))
+    write(tmp_path, "0-tree", [dict(SHAPE, causal=True, head_first=231.0, sdpa_cudnn=330.0)])
+    write(tmp_path, "0-tree", [dict(SHAPE, causal=True, head_first_bwd=120.0, sdpa_cudnn_bwd=200.0)], stem="bwd")
     lines = ab.table(tmp_path).splitlines()
     assert lines[2:] == ["| bwd | 8x16/16 N=2048 D=64 | yes | 120 | 0.60 |",
                          "| fwd | 8x16/16 N=2048 D=64 | yes | 231 | 0.70 |"]

@@ -25,8 +25,8 @@ struct TmaBwdParams {
   CUtensorMap q, dout, dq;
 };
 
-// One of q, k, v in 16-byte units for the copy engine: strides of dims of one entry, which nothing
-// steps over, get the tensor's extent (any multiple of 16 is valid there).
+// One of the call's tensors (q, k, v, dout, dq_accum) for the copy engine: strides of dims of one
+// entry, which nothing steps over, get the tensor's extent (any multiple of 16 is valid there).
 inline arch::TensorDesc tma_desc(const void* base, arch::TmaElement element, int64_t head_dim, int64_t rows,
                                  int64_t heads, int64_t batch, int64_t row_stride, int64_t head_stride,
                                  int64_t batch_stride, int box_rows) {
