@@ -56,6 +56,13 @@ CFA_DEVICE float lane_group_sum(float v) {
 // descriptors are built from (warpgroup index, ring stage) stay in uniform registers instead of
 // being moved there before every product.
 CFA_DEVICE int warp_uniform(int v) { return __shfl_sync(0xffffffffu, v, 0); }
+// v, which the compiler cannot see through: what is computed from it in a loop stays in the loop
+// (a hoisted address table held across a loop spills where registers are short).
+CFA_DEVICE int opaque(int v) {
+  int r;
+  asm volatile("mov.b32 %0, %1;\n" : "=r"(r) : "r"(v));
+  return r;
+}
 
 // The 32-bit shared-memory address PTX operands take.
 CFA_DEVICE uint32_t smem_u32(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }

@@ -15,6 +15,13 @@
 // GridShape{batch, num_kv_heads, num_n_blocks, num_xcds, kv_block_offsets}: the ACC is the KV
 // head, so the Q/dO/LSE/D it streams stay in one L2 domain. The deterministic dQ pass is
 // query-block parallel and uses the forward's grid (FwdParams::grid_shape(), block_m rows).
+//
+// Ordered dQ (deterministic mode of the sm90 main pass, dq_turns set): each query block's dQ
+// shares are added key block by key block in a fixed order, a workgroup waiting for its
+// neighbour's turn: ascending n, or descending n under a window (the diagonal block goes first,
+// so workgroups that start together do not wait). A workgroup only ever waits for one dispatched
+// before it (hardware dispatches in grid order), so the KV grid walks each row's n-blocks in the
+// order of the turns: descending under a window (GridShape::longest_first reverses a row).
 #pragma once
 #include <cstdint>
 
@@ -47,12 +54,24 @@ struct BwdParams : FwdParams {
 
   int32_t block_n;            // keys per workgroup of the main kernel
   int32_t* kv_block_offsets;  // the main kernel's ragged grid (packed batches), like block_offsets
-  bool deterministic;         // dQ from a separate query-block pass instead of atomics
+  bool deterministic;         // dQ reproducible: by ordered reductions (dq_turns) or by a separate query-block pass
+  // Ordered dQ: per (sequence, query head, block of kDqTurnRows query rows, half of the head dim)
+  // the key block that last added its share, plus one (zeroed by the host); nullptr otherwise.
+  int32_t* dq_turns;
   int32_t slice_col0;         // head dims split into column slices: the first column of dK, dV, dQ a launch writes
+
+  static constexpr int32_t kDqTurnRows = 64;
 
   CFA_HOST_DEVICE int32_t num_n_blocks() const { return (seqlen_k + block_n - 1) / block_n; }
   CFA_HOST_DEVICE GridShape kv_grid_shape() const {
-    return GridShape{batch, num_kv_heads, num_n_blocks(), num_xcds, kv_block_offsets};
+    return GridShape{batch, num_kv_heads, num_n_blocks(), num_xcds, kv_block_offsets, dq_turns && windowed};
+  }
+  CFA_HOST_DEVICE int64_t dq_turns_size() const {
+    return int64_t(batch) * num_q_heads * ((seqlen_q + kDqTurnRows - 1) / kDqTurnRows) * 2;
+  }
+  CFA_HOST_DEVICE int32_t* dq_turn(int32_t b, int32_t h, int32_t m_block, int half) const {
+    const int64_t blocks = (seqlen_q + kDqTurnRows - 1) / kDqTurnRows;
+    return dq_turns + ((int64_t(b) * num_q_heads + h) * blocks + m_block) * 2 + half;
   }
   // One KV head's K, V, dK and dV slabs of sequence b, as element type T (rows row_stride apart).
   template <typename T>

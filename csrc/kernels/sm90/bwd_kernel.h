@@ -1,6 +1,6 @@
 // FlashAttention-2 backward main pass for sm_90a, warp-specialised like kernels/sm90/fwd_kernel.h.
 // A workgroup owns kBlockN = 128 keys of one KV head (map_kv_workgroup, ACC = KV head) and
-// produces their dK and dV; with kAtomicDq it also adds every query block's dQ share.
+// produces their dK and dV; unless kDq is kSeparatePass it also adds every query block's dQ share.
 //   producer   (warpgroup 0) copies K and V once (cp.async), then Q, dO, lse_log2 and D of each
 //              query block (every query head of the group in turn) into a ring of kStages buffers,
 //              by the copy engine on one thread's instructions (TMA), guarded by mbarriers (full:
@@ -10,9 +10,14 @@
 //                S^T = K Q^T, dP^T = V dO^T        (wgmma, both operands in shared memory)
 //                P^T = 2^(S^T scale log2e - lse), dS^T = P^T (dP^T - D)
 //                dV += P^T dO, dK += dS^T Q        (P^T, dS^T from registers)
-//              and with kAtomicDq stage dS^T in shared memory, compute a 64 x 64 share of
-//              dQ = dS K * scale and hand it to the copy engine, which adds it to the fp32
+//              and, adding dQ, stage dS^T in shared memory, compute a 64 x 64 share of
+//              dQ = dS K * scale and stage it for the copy engine, which adds it to the fp32
 //              accumulator in global memory (TMA reduction: one instruction per 32 columns).
+//   dQ writer  kAtomic: each consumer's thread 0 issues its reductions. kOrdered (deterministic
+//              mode, BwdParams::dq_turns): the producer's last warp takes each staged share in
+//              the order of the turns (waiting for the neighbour's, then passing its own once
+//              the reduction is complete), so the consumers never wait on another workgroup
+//              unless the writer falls a whole step behind.
 // dQ split: at D = 128 each consumer takes 64 columns over all 128 keys (it reads both
 // consumers' dS^T); at D = 64 each takes its own 64 keys over all columns.
 #pragma once
@@ -34,7 +39,11 @@ namespace chiplet_fa::CFA_FAMILY {
 // Consumers hold dK, dV (128 registers at D = 128), S^T and dP^T (64), P^T and dS^T packed (32):
 // 224 spills in the causal kernels, and 40 + 2 * 232 takes the whole pool of 168 * 3.
 // kPlain: scores without softcap or ALiBi, a kernel of its own (see kernels/sm90/fwd_kernel.h).
-template <DType kDType, int kHeadDim, bool kWindowed, bool kAtomicDq, bool kPlain>
+// How the main pass's dQ shares reach dq_accum: not at all (a separate dQ pass), by TMA
+// reductions as they come (atomic), or in the order of BwdParams::dq_turns (deterministic).
+enum class DqMode { kSeparatePass, kAtomic, kOrdered };
+
+template <DType kDType, int kHeadDim, bool kWindowed, DqMode kDq, bool kPlain>
 struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
   using T = typename arch::Element<kDType>::type;
   static constexpr int kDim = arch::padded_head_dim(kHeadDim);
@@ -43,6 +52,7 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
   static constexpr int kStages = 2;
   static_assert(kDim == 64 || kDim == 128, "sm_90a backward: head dims up to 128");
   static_assert(geometry(kFamily).bwd_row_pad % kBlockM == 0, "query blocks read lse_log2 and D unchecked");
+  static_assert(BwdParams::kDqTurnRows == kBlockM, "a dQ turn per query block");
 
   using KVTile = arch::SmemTile<kBlockN, kDim>;
   using QTile = arch::SmemTile<kBlockM, kDim>;   // Q or dO of one query block
@@ -54,6 +64,11 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
   using KeyAcc = arch::Acc<1, kDim>;            // a warp's 16 keys x D
   using DqAcc = arch::Acc<1, 64>;               // a warp's 16 queries x 64 dQ columns
   static constexpr bool kSplitDqCols = kDim == 128;
+  static constexpr bool kAddsDq = kDq != DqMode::kSeparatePass, kOrdered = kDq == DqMode::kOrdered;
+  // Ordered dQ needs a chain of turns per consumer: the consumers' shares must not overlap.
+  static_assert(!kOrdered || kSplitDqCols, "ordered dQ with the dQ columns split between the consumers");
+  // The producer's threads that load query blocks: all but the dQ writer's warp when there is one.
+  static constexpr int kLoaders = kOrdered ? kWgThreads - 32 : kWgThreads;
   static constexpr int kDqKeys = kSplitDqCols ? kBlockN : 64;
   // fp32 dQ staging: panels of 64 rows x 32 floats (one 128-byte swizzle row), laid out as the
   // copy engine's 128-byte swizzle reads them (16-byte chunk index XOR row % 8), so a warp's
@@ -78,14 +93,17 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
     KeyWindow window;
     int n0;
     BlockRange rows, plain;
+    BlockRange before;  // ordered dQ: the query blocks of the workgroup whose turn comes before ours
   };
+  // Ordered dQ: the key block before ours in the turns (see BwdParams): n - 1, or n + 1 under a window.
+  static constexpr int kTurnStep = kWindowed ? 1 : -1;
   struct Smem {
     T k[KVTile::kElems];
     T v[KVTile::kElems];
     T q[kStages][QTile::kElems];
     T dout[kStages][QTile::kElems];
-    T ds_t[kAtomicDq ? 2 : 0][DsTile::kElems];  // alternate per step: one barrier a step suffices
-    alignas(1024) float dq[kAtomicDq ? kConsumers : 0][kDqPanels * kDqPanelElems];  // TMA: 1024-byte aligned
+    T ds_t[kAddsDq ? 2 : 0][DsTile::kElems];  // alternate per step: one barrier a step suffices
+    alignas(1024) float dq[kAddsDq ? kConsumers : 0][kDqPanels * kDqPanelElems];  // TMA: 1024-byte aligned
     float lse_log2[kStages][kBlockM];
     float delta[kStages][kBlockM];
     Barriers bar;
@@ -93,8 +111,10 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
   };
   static constexpr int kSmemBytes = int(sizeof(Smem));
   static_assert(kSmemBytes <= 227 * 1024, "shared memory per workgroup on sm_90");
-  // Named barriers (0 is __syncthreads): dS^T complete; a consumer's dQ staging complete.
-  static constexpr int kDsBarrier = 1, kDqBarrier = 2;
+  // Named barriers (0 is __syncthreads): dS^T complete; a consumer's dQ staging complete (atomic:
+  // among its threads; ordered: for the writer); a consumer's staging free again (ordered).
+  static constexpr int kDsBarrier = 1, kDqBarrier = 2, kDqFree = 2 + kConsumers;
+  static constexpr int kWriterBarrierThreads = kWgThreads + 32;
 
   static CFA_DEVICE Keys keys_of(const BwdParams& p, const KvTile& tile) {
     Keys k;
@@ -114,6 +134,10 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
     }
     k.plain.first = min(max(plain.first, k.rows.first), k.rows.end);
     k.plain.end = max(min(plain.end, k.rows.end), k.plain.first);
+    // The neighbour's own keys_of range: a query block waits for it exactly when it adds a share.
+    const int nb0 = k.n0 + kTurnStep * kBlockN;
+    k.before = kOrdered && nb0 >= 0 && nb0 < k.seq.len_k ? query_blocks(k.window, nb0, nb0 + kBlockN, kBlockM)
+                                                          : BlockRange{0, 0};
     return k;
   }
 
@@ -126,7 +150,7 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
       sm.keys = keys_of(p, map_kv_workgroup(p, blockIdx.x));
       arch::mbarrier_init(&sm.bar.kv_full, kWgThreads);
       for (int s = 0; s < kStages; ++s) {
-        arch::mbarrier_init(&sm.bar.full[s], kWgThreads);
+        arch::mbarrier_init(&sm.bar.full[s], kLoaders);
         arch::mbarrier_init(&sm.bar.empty[s], kConsumers * kWgThreads);
       }
     }
@@ -149,6 +173,11 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
     load_tile<KVTile, kWgThreads>(sm.k, kv.k, p.k_row_stride, keys.n0, keys.seq.len_k, p.head_dim, tid);
     load_tile<KVTile, kWgThreads>(sm.v, kv.v, p.v_row_stride, keys.n0, keys.seq.len_k, p.head_dim, tid);
     arch::mbarrier_arrive_on_copies(&sm.bar.kv_full);
+    if (kOrdered && tid >= kLoaders) {
+      write_dq(a, sm, keys);
+      arch::copy_wait_all();
+      return;
+    }
     const int G = p.group_size();
     const bool packed = p.cu_seqlens_q != nullptr;
     int it = 0;
@@ -181,12 +210,51 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
     arch::copy_wait_all();  // no copy outlives the thread that issued it
   }
 
+  // Ordered dQ: per step, frees the consumers' staging, then for each consumer takes its staged
+  // share, waits for the neighbour's turn on that query block, has the copy engine add it, and
+  // once both reductions are complete passes this workgroup's turns on.
+  static CFA_DEVICE void write_dq(const TmaBwdParams& a, Smem& sm, const Keys& keys) {
+    const BwdParams& p = a.p;
+    const bool leader = threadIdx.x % 32 == 0;
+    const KvTile& tile = keys.tile;
+    const int G = p.group_size(), mark = tile.n_block + 1;
+    const int row0 = int(keys.seq.q_start), batch = p.cu_seqlens_q ? 0 : tile.batch;  // dq's coordinates
+    for (int j = 0; j < G; ++j) {
+      const int h = tile.kv_head * G + j;
+      for (int m = keys.rows.first; m < keys.rows.end; ++m) {
+        for (int c = 0; c < kConsumers; ++c) arch::named_barrier_arrive(kDqFree + c, kWriterBarrierThreads);
+        for (int c = 0; c < kConsumers; ++c) {
+          arch::named_barrier_sync(kDqBarrier + c, kWriterBarrierThreads);
+          if (leader) {
+            if (m >= keys.before.first && m < keys.before.end)
+              arch::wait_for_turn(p.dq_turn(tile.batch, h, m, c), mark + kTurnStep);
+            add_dq_share(a, sm.dq[c], 64 * c, row0 + m * kBlockM, h, batch);
+          }
+        }
+        if (leader) {
+          arch::bulk_wait_all();
+          for (int c = 0; c < kConsumers; ++c) arch::pass_turn(p.dq_turn(tile.batch, h, m, c), mark);
+        }
+        __syncwarp();
+      }
+    }
+  }
+
+  // One staged dQ share (64 rows, from column col0) added to dq_accum by the copy engine.
+  // Columns past the head dim and a dense batch's rows past its end lie outside dq's map.
+  static CFA_DEVICE void add_dq_share(const TmaBwdParams& a, const float* sdq, int col0, int row, int h, int batch) {
+#pragma unroll
+    for (int c = 0; c < kDqPanels; ++c)
+      arch::tma_reduce_add_4d(&a.dq, sdq + c * kDqPanelElems, col0 + c * kDqPanelCols, row, h, batch);
+    arch::bulk_commit();
+  }
+
   // One stage by cp.async from every producer thread, rows past n_rows zero-filled.
   template <typename Slabs>
   static CFA_DEVICE void load_by_hand(const BwdParams& p, Smem& sm, const Slabs& qs, int stage, int m0, int n_rows,
                                       int tid) {
-    load_tile<QTile, kWgThreads>(sm.q[stage], qs.q, p.q_row_stride, m0, n_rows, p.head_dim, tid);
-    load_tile<QTile, kWgThreads>(sm.dout[stage], qs.dout, p.do_row_stride, m0, n_rows, p.head_dim, tid);
+    load_tile<QTile, kLoaders>(sm.q[stage], qs.q, p.q_row_stride, m0, n_rows, p.head_dim, tid);
+    load_tile<QTile, kLoaders>(sm.dout[stage], qs.dout, p.do_row_stride, m0, n_rows, p.head_dim, tid);
     constexpr int kRowChunks = kBlockM / 4;  // 16-byte pieces of a block's lse_log2 or D
     if (tid < kRowChunks)
       arch::copy_16B_async(&sm.lse_log2[stage][4 * tid], qs.lse_log2 + m0 + 4 * tid, true);
@@ -204,9 +272,6 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
     const int n0 = keys.n0;
     const int key0 = n0 + warp * 16;  // the warp's first key
     const float scale = float(p.softmax_scale);
-    // This consumer's dQ share: its rows of dS^T and K, its panel of K's columns.
-    const int dq_key0 = kSplitDqCols ? 0 : 64 * cw;
-    const int dq_col0 = kSplitDqCols ? 64 * cw : 0;
     const int dq_row0 = int(keys.seq.q_start), dq_batch = p.cu_seqlens_q ? 0 : tile.batch;  // dq's coordinates
 
     KeyAcc dk, dv;
@@ -255,10 +320,13 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
       arch::mbarrier_wait(&sm.bar.full[stage], (it / kStages) & 1);
       arch::fence_async_proxy();  // a packed sequence's last block came by cp.async (generic proxy)
       SAcc s, dp;
+      // The descriptors from a warp-uniform cw each step, so they live in uniform registers (held
+      // across the loop, they spill); the staging addresses from an opaque lane, likewise.
+      const int wcw = arch::warp_uniform(cw), l = arch::opaque(lane);
       arch::wgmma_fence();
-      arch::wgmma_qk<T, kBlockM, kDim, kBlockN>(s, sm.k, sQ, cw);
+      arch::wgmma_qk<T, kBlockM, kDim, kBlockN>(s, sm.k, sQ, wcw);
       arch::wgmma_commit();
-      arch::wgmma_qk<T, kBlockM, kDim, kBlockN>(dp, sm.v, sdO, cw);
+      arch::wgmma_qk<T, kBlockM, kDim, kBlockN>(dp, sm.v, sdO, wcw);
       arch::wgmma_commit();
       arch::wgmma_wait<1>();
       arch::pin(s.x);
@@ -275,20 +343,22 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
       arch::wgmma_fence();
       arch::wgmma_pv<T, kBlockM, kDim>(dk, dsf, sQ);
       arch::wgmma_commit();
-      if constexpr (kAtomicDq) {
+      if constexpr (kAddsDq) {
         T* ds_t = sm.ds_t[it % 2];
 #pragma unroll
         for (int kk = 0; kk < kBlockM / 16; ++kk)
 #pragma unroll
           for (int j = 0; j < 4; ++j) {  // fragment word j holds the pair at accumulator index kk * 8 + 2j
             const int i = kk * 8 + 2 * j;
-            *reinterpret_cast<uint32_t*>(ds_t + DsTile::offset(warp * 16 + SAcc::row(i, lane), SAcc::col(i, lane))) =
+            *reinterpret_cast<uint32_t*>(ds_t + DsTile::offset(warp * 16 + SAcc::row(i, l), SAcc::col(i, l))) =
                 dsf.a[0][kk][j];
           }
         arch::fence_async_proxy();
         // Before this consumer restages dQ, the copy engine must have read the previous share.
-        if (wg_tid == 0) arch::bulk_wait_read<0>();
+        if (!kOrdered && wg_tid == 0) arch::bulk_wait_read<0>();
         arch::named_barrier_sync(kDsBarrier, kConsumers * kWgThreads);
+        // This consumer's dQ share: its rows of dS^T and K, its panel of K's columns.
+        const int dq_key0 = kSplitDqCols ? 0 : 64 * wcw, dq_col0 = kSplitDqCols ? 64 * wcw : 0;
         DqAcc dq;
         arch::wgmma_fence();
         arch::wgmma_tn<T, kDqKeys, kBlockN, kBlockN>(dq, ds_t + dq_key0 * 64, sm.k + (dq_col0 / 64) * KVTile::kPanel + dq_key0 * 64);
@@ -296,10 +366,11 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
         arch::wgmma_wait<0>();
         arch::pin(dq.x);
         float* sdq = sm.dq[cw];
+        if constexpr (kOrdered) arch::named_barrier_sync(kDqFree + cw, kWriterBarrierThreads);
         const int rows_left = int(keys.seq.len_q) - m0;  // rows of this block inside the sequence
 #pragma unroll
         for (int i = 0; i < DqAcc::kSize; i += 2) {
-          const int r = (warp % 4) * 16 + DqAcc::row(i, lane), c = DqAcc::col(i, lane);
+          const int r = (warp % 4) * 16 + DqAcc::row(i, l), c = DqAcc::col(i, l);
           // A select, not a product: past the end dS is 0 * (NaN) where this sequence's K or V are
           // non-finite, and in a packed batch those rows are the next sequence's.
           const bool live = r < rows_left;
@@ -307,14 +378,11 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
               make_float2(live ? dq.x[i] * scale : 0.f, live ? dq.x[i + 1] * scale : 0.f);
         }
         arch::fence_async_proxy();
-        arch::named_barrier_sync(kDqBarrier + cw, kWgThreads);
-        // Columns past the head dim and a dense batch's rows past its end lie outside dq's map.
-        if (wg_tid == 0) {
-#pragma unroll
-          for (int c = 0; c < kDqPanels; ++c)
-            arch::tma_reduce_add_4d(&a.dq, sdq + c * kDqPanelElems, dq_col0 + c * kDqPanelCols, dq_row0 + m0, h,
-                                    dq_batch);
-          arch::bulk_commit();
+        if constexpr (kOrdered) {
+          arch::named_barrier_arrive(kDqBarrier + cw, kWriterBarrierThreads);  // to the writer
+        } else {
+          arch::named_barrier_sync(kDqBarrier + cw, kWgThreads);
+          if (wg_tid == 0) add_dq_share(a, sdq, dq_col0, dq_row0 + m0, h, dq_batch);
         }
       } else {
         arch::wgmma_wait<0>();
@@ -344,7 +412,7 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
         head(h, it, ScoreMod(p, tile.batch, h, keys.seq));
       }
     }
-    if constexpr (kAtomicDq) arch::bulk_wait_all();
+    if constexpr (kDq == DqMode::kAtomic) arch::bulk_wait_all();
 
     const auto kv = p.kv_slabs<T>(tile.batch, tile.kv_head, keys.seq);
 #pragma unroll
@@ -358,10 +426,10 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
   }
 };
 
-template <DType kDType, int kHeadDim, bool kWindowed, bool kAtomicDq, bool kPlain>
-CFA_GLOBAL void __launch_bounds__((BwdKvKernelSm90<kDType, kHeadDim, kWindowed, kAtomicDq, kPlain>::kThreads), 1)
+template <DType kDType, int kHeadDim, bool kWindowed, DqMode kDq, bool kPlain>
+CFA_GLOBAL void __launch_bounds__((BwdKvKernelSm90<kDType, kHeadDim, kWindowed, kDq, kPlain>::kThreads), 1)
     bwd_kv_kernel_sm90(const __grid_constant__ TmaBwdParams a) {
-  BwdKvKernelSm90<kDType, kHeadDim, kWindowed, kAtomicDq, kPlain>::run(a, dynamic_smem());
+  BwdKvKernelSm90<kDType, kHeadDim, kWindowed, kDq, kPlain>::run(a, dynamic_smem());
 }
 
 }  // namespace chiplet_fa::CFA_FAMILY
