@@ -6,7 +6,8 @@
 #   smoke     bench/gpu_smoke.py on the family the device runs (sm90 on an H200)
 #   mma_sync  the same sweep with CHIPLET_FA_KERNEL=mma_sync: the other family in the same .so
 #   tests     pytest -m gpu with the "device" hypothesis profile
-#   sanitize  compute-sanitizer memcheck, racecheck, synccheck on representative shapes
+#   sanitize  compute-sanitizer memcheck, racecheck, synccheck on representative shapes (SANITIZE_TOOLS,
+#             SANITIZE_ARGS="--only 4": some tools, some cases of bench/sanitize_cases.py)
 #   families  bench/families.py: each kernel family of the installed .so against SDPA
 #   bench     bench/fwd.py (full sweep; BENCH_ARGS overrides)
 #   l2        bench/l2_measure.py under Nsight Compute
@@ -62,7 +63,7 @@ for s in "$@"; do
     tests) HYPOTHESIS_PROFILE=${HYPOTHESIS_PROFILE:-device} timeout ${TEST_TIMEOUT:-300} python3 -P -m pytest ${TESTS:-tests} -q -m gpu --maxfail=10 2>&1 | tee "$OUT/tests.log" | tail -15 || status=1 ;;
     sanitize)
       for tool in ${SANITIZE_TOOLS:-memcheck racecheck synccheck}; do
-        timeout ${SANITIZE_TIMEOUT:-300} compute-sanitizer --tool $tool --error-exitcode 9 python3 bench/sanitize_cases.py \
+        timeout ${SANITIZE_TIMEOUT:-300} compute-sanitizer --tool $tool --error-exitcode 9 python3 bench/sanitize_cases.py ${SANITIZE_ARGS:-} \
           > "$OUT/sanitize_$tool.log" 2>&1 || status=1
         echo "$tool: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitize_$tool.log" | tail -1)"
       done ;;
