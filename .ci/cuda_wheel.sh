@@ -36,3 +36,4 @@ q = torch.randn(1, 70, 4, 16)
 out = chiplet_fa.attention(q, q, q, causal=True)
 assert out.shape == q.shape and chiplet_fa.build_info()["backend"] == "cuda"
 print("fresh venv: imported", chiplet_fa.__file__, "and ran the CPU path")')
+rm -rf "$fresh" "$unpacked"  # hip_build.sh needs only the build venv's torch
