@@ -13,7 +13,7 @@ pip install -q --no-build-isolation ".[test,transformers]" "transformers==5.17.0
 (cd /tmp && chiplet-fa --version && chiplet-fa)
 # `pytest`, not `python -m pytest`: the latter puts the checkout on sys.path, and its chiplet_fa/
 # (no _C built there) would shadow the installed package.
-report="$(mktemp --suffix=.xml)"
+report="$(mktemp -p "$CI_VENVS" --suffix=.xml)"
 pytest tests -q -rs --junitxml="$report"
 python - "$report" <<'PY'
 import sys

@@ -18,7 +18,7 @@ echo "wheel: $(basename "$wheel")"
 py=$(python -c 'import sys; print(f"cp{sys.version_info[0]}{sys.version_info[1]}")')
 [[ $(basename "$wheel") == chiplet_fa-*-$py-$py-linux_$(uname -m).whl ]] || { echo "wrong wheel tag"; exit 1; }
 
-unpacked=$(mktemp -d)
+unpacked=$(mktemp -d -p "$CI_VENVS")
 python -m zipfile -e "$wheel" "$unpacked"
 so=$(ls "$unpacked"/chiplet_fa/_C*.so)
 sass() { cuobjdump -sass -arch "$1" "$so" | { grep -oE "$2" || true; } | wc -l; }

@@ -33,7 +33,7 @@ cmake -S . -B build/emulate-asan -G Ninja -DCMAKE_CXX_COMPILER=clang++-19 -DCHIP
   -DPython_EXECUTABLE="$(which python)" -DCMAKE_LIBRARY_OUTPUT_DIRECTORY="$PWD/build/emulate-asan/lib" \
   "-DCMAKE_CXX_FLAGS=-fsanitize=address -fno-omit-frame-pointer" -DCMAKE_MODULE_LINKER_FLAGS=-fsanitize=address >/dev/null
 cmake --build build/emulate-asan -j "$MAX_JOBS" >/dev/null
-asan_pkg="$(mktemp -d)"
+asan_pkg="$(mktemp -d -p "$CI_VENVS")"
 cp -r chiplet_fa "$asan_pkg/" && cp build/emulate-asan/lib/_C*.so "$asan_pkg/chiplet_fa/"
 ASAN_OPTIONS=detect_leaks=0:halt_on_error=1 LD_PRELOAD="$(clang-19 -print-file-name=libclang_rt.asan-x86_64.so)" \
   PYTHONPATH="$asan_pkg" pytest tests -q -m emulated
