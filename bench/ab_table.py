@@ -1,5 +1,6 @@
 """The table bench/ab_run.sh prints last: one row per benchmark point, each variant's chiplet_fa
-(head_first) TFLOP/s and its ratio to cuDNN measured in the same process.
+(head_first) TFLOP/s and its ratio to cuDNN measured in the same process; a backward point with
+the deterministic mode measured gets a second row for it (`bwd-det`).
 
   python bench/ab_table.py OUT    # OUT holds a folder per variant, each with bench/fwd.py and/or
                                   # bench/bwd.py JSON files
@@ -14,8 +15,13 @@ KEYS = (("head_first", "sdpa_cudnn"), ("head_first_bwd", "sdpa_cudnn_bwd"))
 
 def variant_rows(folder: Path):
     """Every benchmark's rows, each tagged with the benchmark (the JSON file's stem: fwd, bwd)."""
-    return [dict(row, bench=f.name.split("_")[0]) for f in sorted(folder.glob("*.json"))
-            for row in json.loads(f.read_text())["rows"]]
+    rows = []
+    for f in sorted(folder.glob("*.json")):
+        for row in json.loads(f.read_text())["rows"]:
+            rows.append(dict(row, bench=f.name.split("_")[0]))
+            if row.get("head_first_det_bwd") is not None:
+                rows.append(dict(row, bench="bwd-det", head_first_bwd=row["head_first_det_bwd"]))
+    return rows
 
 
 def cells(row):

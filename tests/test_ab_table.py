@@ -41,3 +41,12 @@ def test_forward_and_backward_of_one_variant(tmp_path):
     lines = ab.table(tmp_path).splitlines()
     assert lines[2:] == ["| bwd | 8x16/16 N=2048 D=64 | yes | 120 | 0.60 |",
                          "| fwd | 8x16/16 N=2048 D=64 | yes | 231 | 0.70 |"]
+
+
+def test_deterministic_backward_gets_a_row_of_its_own(tmp_path):
+    row = dict(SHAPE, causal=True, head_first_bwd=120.0, head_first_det_bwd=90.0, sdpa_cudnn_bwd=200.0)
+    write(tmp_path, "0-tree", [row], stem="bwd")
+    write(tmp_path, "1-walk", [dict(row, head_first_det_bwd=110.0)], stem="bwd")
+    lines = ab.table(tmp_path).splitlines()
+    assert lines[2:] == ["| bwd | 8x16/16 N=2048 D=64 | yes | 120 | 0.60 | 120 | 0.60 |",
+                         "| bwd-det | 8x16/16 N=2048 D=64 | yes | 90 | 0.45 | 110 | 0.55 |"]
