@@ -14,6 +14,7 @@
 #   bwd       bench/bwd.py
 #   models    bench/models.py: transformers models with chiplet_fa vs SDPA (needs transformers; MODELS_ARGS)
 #   profile   Nsight Compute stall breakdown of one sm90 forward and backward launch + the forward's SASS
+#             (PROFILE_SHAPE, PROFILE_CAUSAL, PROFILE_BWD="atomic det": see the stage)
 # Reduced builds: CHIPLET_FA_DTYPES=bf16 CHIPLET_FA_HDIMS=128 bash bench/device_run.sh smoke
 # A second call on the still-warm machine: SKIP_BUILD=1 bash bench/device_run.sh tests sanitize
 # Pending changes first: APPLY="/path/a.patch /path/b.patch" bash bench/device_run.sh tests
@@ -71,31 +72,41 @@ for s in "$@"; do
     bench) timeout ${BENCH_TIMEOUT:-400} python3 bench/fwd.py --out "$OUT" ${BENCH_ARGS:-} 2>&1 | tee "$OUT/bench.log" | tail -30 || status=1 ;;
     l2) python3 bench/l2_measure.py --out "$OUT" ${L2_ARGS:---block-n 128 --wgs-per-cu 1} 2>&1 | tee "$OUT/l2.log" | tail -20 || status=1 ;;
     profile)
-      # One launch each of the sm90 forward and backward main pass (B=1, H=128, N=8K, D=128, bf16,
-      # no mask: the plain variants) under Nsight Compute, and the forward's SASS.
+      # Nsight Compute on one launch each of the sm90 forward and backward main pass (bf16, D=128,
+      # the plain variants; PROFILE_SHAPE="B,H_q,H_kv,N" default 1,128,128,8192, PROFILE_CAUSAL=1
+      # for the causal mask) and the forward's SASS. PROFILE_BWD names the backward's modes, each a
+      # report of its own: "atomic" (default) and/or "det" (the deterministic mode: ordered dQ).
       ncu_sections="--section SpeedOfLight --section ComputeWorkloadAnalysis --section WarpStateStats \
         --section SchedulerStats --section SourceCounters \
         --metrics regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio"
+      IFS=, read -r pb phq phkv pn <<< "${PROFILE_SHAPE:-1,128,128,8192}"
+      pcausal=$([ "${PROFILE_CAUSAL:-0}" = 1 ] && echo True || echo False)
       setup="import torch, chiplet_fa
-q, k, v, do = (torch.randn(1, 8192, 128, 128, device='cuda', dtype=torch.bfloat16) for _ in range(4))
-o, lse = torch.ops.chiplet_fa.fwd(q, k, v, None, False, 'head_first', 8)"
+q, do = (torch.randn($pb, $pn, $phq, 128, device='cuda', dtype=torch.bfloat16) for _ in range(2))
+k, v = (torch.randn($pb, $pn, $phkv, 128, device='cuda', dtype=torch.bfloat16) for _ in range(2))
+o, lse = torch.ops.chiplet_fa.fwd(q, k, v, None, $pcausal, 'head_first', 8)"
+      profiles=(profile_fwd)
       ncu --kernel-name regex:fwd_kernel --launch-skip 1 --launch-count 1 $ncu_sections -o "$OUT/profile_fwd" \
         python3 -P -c "$setup
-for _ in range(2): torch.ops.chiplet_fa.fwd(q, k, v, None, False, 'head_first', 8)
+for _ in range(2): torch.ops.chiplet_fa.fwd(q, k, v, None, $pcausal, 'head_first', 8)
 torch.cuda.synchronize()" > /dev/null 2>&1 || status=1
-      ncu -i "$OUT/profile_fwd.ncu-rep" > "$OUT/profile_fwd.txt" 2>&1
-      # Warp-state samples per SASS instruction: which instructions the stalls sit on.
-      ncu -i "$OUT/profile_fwd.ncu-rep" --page source --print-source sass --csv > "$OUT/profile_fwd_sass.csv" 2>&1
-      ncu --kernel-name regex:bwd_kv_kernel --launch-skip 1 --launch-count 1 $ncu_sections -o "$OUT/profile_bwd" \
-        python3 -P -c "$setup
-for _ in range(2): torch.ops.chiplet_fa.bwd(do, q, k, v, o, lse, None, False, 'head_first', 8, False)
+      for mode in ${PROFILE_BWD:-atomic}; do
+        name=profile_bwd$([ "$mode" = det ] && echo _det) det=$([ "$mode" = det ] && echo True || echo False)
+        profiles+=("$name")
+        ncu --kernel-name regex:bwd_kv_kernel --launch-skip 1 --launch-count 1 $ncu_sections -o "$OUT/$name" \
+          python3 -P -c "$setup
+for _ in range(2): torch.ops.chiplet_fa.bwd(do, q, k, v, o, lse, None, $pcausal, 'head_first', 8, $det)
 torch.cuda.synchronize()" > /dev/null 2>&1 || status=1
-      ncu -i "$OUT/profile_bwd.ncu-rep" > "$OUT/profile_bwd.txt" 2>&1
-      ncu -i "$OUT/profile_bwd.ncu-rep" --page source --print-source sass --csv > "$OUT/profile_bwd_sass.csv" 2>&1
+      done
+      for f in "${profiles[@]}"; do
+        ncu -i "$OUT/$f.ncu-rep" > "$OUT/$f.txt" 2>&1
+        # Warp-state samples per SASS instruction: which instructions the stalls sit on.
+        ncu -i "$OUT/$f.ncu-rep" --page source --print-source sass --csv > "$OUT/${f}_sass.csv" 2>&1
+      done
       fwd_sym='sm9010fwd_kernelILNS_5DTypeE1ELi128ELb0ELb1E'  # sm90::fwd_kernel<bf16, 128, !windowed, plain>
       cuobjdump -sass "$so" | awk -v s="$fwd_sym" '$0 ~ "Function : .*" s {p=1; print; next} p && /Function : / {p=0} p' \
         > "$OUT/sass_fwd_hdim128.txt"
-      for f in profile_fwd profile_bwd; do
+      for f in "${profiles[@]}"; do
         echo "-- $f"
         grep -E "Issued Ipc|No Eligible|Compute \(SM\) Throughput|Memory Throughput|Warp Cycles Per Issued|stalled" \
           "$OUT/$f.txt" | awk '!/stalled/ || $NF > 0.05' | sed 's/smsp__average_warps_issue_stalled_//' | head -30
