@@ -91,7 +91,11 @@ o, lse = torch.ops.chiplet_fa.fwd(q, k, v, None, $pcausal, 'head_first', 8)"
 for _ in range(2): torch.ops.chiplet_fa.fwd(q, k, v, None, $pcausal, 'head_first', 8)
 torch.cuda.synchronize()" > /dev/null 2>&1 || status=1
       for mode in ${PROFILE_BWD:-atomic}; do
-        name=profile_bwd$([ "$mode" = det ] && echo _det) det=$([ "$mode" = det ] && echo True || echo False)
+        case $mode in
+          atomic) name=profile_bwd det=False ;;
+          det) name=profile_bwd_det det=True ;;
+          *) echo "PROFILE_BWD: unknown mode $mode (atomic, det)"; status=1; continue ;;
+        esac
         profiles+=("$name")
         ncu --kernel-name regex:bwd_kv_kernel --launch-skip 1 --launch-count 1 $ncu_sections -o "$OUT/$name" \
           python3 -P -c "$setup

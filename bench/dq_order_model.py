@@ -22,12 +22,13 @@ import chiplet_fa.mapping as mapping
 
 SLOTS = 132
 UNIT_BYTES = 64 * 128 * (2 + 2 + 4)  # a 64-row block of Q, dO (bf16) and dQ (fp32) at D = 128
-# (name, KV grid reversed within rows, walk, turn: which neighbour a share waits for)
+# (name, walk, turns): turns None (atomic), "ascending" (n waits for n - 1) or "b10" (ascending, but
+# under a causal mask descending with the KV grid reversed within rows)
 SCHEMES = [
-    ("atomic dQ (head by head from the diagonal)", False, "head_major", None),
-    ("b10 ordered (grid reversed under causal, head by head, n+1 first under causal)", True, "head_major", "b10"),
-    ("b11 ordered (query blocks from the last, heads inner, n-1 first)", False, "from_last", -1),
-    ("b13 atomic dQ (query blocks from the last, heads inner)", False, "from_last", None),
+    ("atomic dQ (head by head from the diagonal)", "head_major", None),
+    ("b10 ordered (grid reversed under causal, head by head, n+1 first under causal)", "head_major", "b10"),
+    ("b11 ordered (query blocks from the last, heads inner, n-1 first)", "from_last", "ascending"),
+    ("b13 atomic dQ (query blocks from the last, heads inner)", "from_last", None),
 ]
 
 
@@ -113,16 +114,14 @@ def model(hq, hkv, n, causal, latency, free_at_read, l2_mb, T=4):
     l2_units = int(l2_mb * 2**20 // UNIT_BYTES)
     rows_of = lambda nb: range(2 * nb if causal else 0, M)  # noqa: E731
     results = []
-    for name, reverse, walk, turn in SCHEMES:
-        reverse = reverse and causal  # b10 reversed the grid under a window only
-        if turn == "b10":
-            turn = 1 if causal else -1
-        order = kv_grid(hkv, NB, reverse)
+    for name, walk, turns in SCHEMES:
+        descending = turns == "b10" and causal
+        order = kv_grid(hkv, NB, reverse=descending)
         steps = {(h, nb): steps_of(h, nb, G, M, causal, walk) for h, nb in order}
         waits_for = None
-        if turn is not None:
-            def waits_for(nb, m, turn=turn):
-                prev = nb + turn
+        if turns is not None:
+            def waits_for(nb, m, step=1 if descending else -1):
+                prev = nb + step
                 return prev if 0 <= prev < NB and m in rows_of(prev) else None
         ticks, busy, hits, accesses = simulate(order, steps, waits_for, T, L, free_at_read, l2_units)
         results.append(dict(scheme=name, ticks=ticks, busy=busy / (SLOTS * ticks), l2_hit=hits / accesses))
