@@ -55,8 +55,8 @@ struct BwdParams : FwdParams {
   int32_t block_n;            // keys per workgroup of the main kernel
   int32_t* kv_block_offsets;  // the main kernel's ragged grid (packed batches), like block_offsets
   bool deterministic;         // dQ reproducible: by ordered reductions (dq_turns) or by a separate query-block pass
-  // Ordered dQ: per (sequence, query head, block of kDqTurnRows query rows, half of the head dim)
-  // the key block that last added its share, plus one (zeroed by the host); nullptr otherwise.
+  // Ordered dQ: per (sequence, query head, block of kDqTurnRows query rows, 64-column panel of the
+  // head dim) the key block that last added its share, plus one (zeroed by the host); nullptr otherwise.
   int32_t* dq_turns;
   int32_t slice_col0;         // head dims split into column slices: the first column of dK, dV, dQ a launch writes
 
@@ -66,12 +66,10 @@ struct BwdParams : FwdParams {
   CFA_HOST_DEVICE GridShape kv_grid_shape() const {
     return GridShape{batch, num_kv_heads, num_n_blocks(), num_xcds, kv_block_offsets, dq_turns && windowed};
   }
-  CFA_HOST_DEVICE int64_t dq_turns_size() const {
-    return int64_t(batch) * num_q_heads * ((seqlen_q + kDqTurnRows - 1) / kDqTurnRows) * 2;
-  }
-  CFA_HOST_DEVICE int32_t* dq_turn(int32_t b, int32_t h, int32_t m_block, int half) const {
-    const int64_t blocks = (seqlen_q + kDqTurnRows - 1) / kDqTurnRows;
-    return dq_turns + ((int64_t(b) * num_q_heads + h) * blocks + m_block) * 2 + half;
+  CFA_HOST_DEVICE int64_t dq_turn_blocks() const { return (seqlen_q + kDqTurnRows - 1) / kDqTurnRows; }
+  CFA_HOST_DEVICE int64_t dq_turns_size() const { return int64_t(batch) * num_q_heads * dq_turn_blocks() * 2; }
+  CFA_HOST_DEVICE int32_t* dq_turn(int32_t b, int32_t h, int32_t m_block, int panel) const {
+    return dq_turns + ((int64_t(b) * num_q_heads + h) * dq_turn_blocks() + m_block) * 2 + panel;
   }
   // One KV head's K, V, dK and dV slabs of sequence b, as element type T (rows row_stride apart).
   template <typename T>

@@ -23,14 +23,14 @@ constexpr KernelGeometry geometry(KernelFamily f) {
   return KernelGeometry{128, sm90 ? 128 : 64, 64, 64, sm90};
 }
 
-// Whether a deterministic backward on family f adds dQ by ordered reductions (BwdParams::dq_turns)
-// instead of a separate dQ pass: the sm90 main pass where its consumers split dQ by columns (head
-// dims 72-128, so each has a chain of turns of its own), under a head-first order on one L2 domain,
-// which dispatches each KV row's n-blocks in the order of the turns. (Orders swizzled over several
+// Whether a deterministic backward on family f is given BwdParams::dq_turns, to add dQ by ordered
+// reductions instead of a separate dQ pass: the sm90 main pass (head dims up to 128; wider ones run
+// the mma_sync backward's column slices), under a head-first order on one L2 domain, which
+// dispatches each KV row's n-blocks in the order of the turns. (Orders swizzled over several
 // domains interleave rows: a workgroup could wait for one not yet dispatched.)
 inline bool orders_dq(KernelFamily f, const BwdParams& p) {
   const bool head_first = p.mapping == Mapping::kHeadFirst || (p.mapping == Mapping::kSwizzledHeadFirst && p.num_xcds <= 1);
-  return f == KernelFamily::kSm90 && p.deterministic && p.head_dim > 64 && p.head_dim <= 128 && head_first;
+  return f == KernelFamily::kSm90 && p.deterministic && p.head_dim <= 128 && head_first;
 }
 
 #if defined(CFA_CUDA) || defined(CFA_HIP) || defined(CFA_EMULATE)

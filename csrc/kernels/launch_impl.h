@@ -83,34 +83,38 @@ void run_fwd(const FwdParams& p, cfaStream_t stream) {
 }
 
 // The backward's main (KV-block) pass: warp-specialised in the sm90 family, generic elsewhere.
+template <typename Kv, typename Kernel, typename Args>
+void launch_main_pass(Kernel kernel, const BwdParams& p, const Args& args, cfaStream_t stream) {
+  static_assert(Kv::kBlockN == kGeometry.bwd_block_n, "the binding sizes the grid with the family's geometry");
+  allow_smem<Kv::kSmemBytes>(kernel);
+  const int64_t grid = p.launch_size(p.kv_grid_shape(), p.total_k, Kv::kBlockN);
+  CFA_LAUNCH(kernel, dim3(unsigned(grid)), dim3(Kv::kThreads), Kv::kSmemBytes, stream, args);
+}
+
+// Whether the main pass adds dQ in the order of BwdParams::dq_turns when given them: the sm90
+// kernel (every head dim it is built for). Otherwise a deterministic backward takes the dQ pass,
+// whatever the binding allocated.
+constexpr bool kOrdersDqInMainPass = kFamily == KernelFamily::kSm90;
+
 #if defined(CFA_FAMILY_SM90)
 template <DType kDType, int kHeadDim, bool kWindowed, DqMode kDq, bool kPlain>
 void launch_bwd_kv_sm90(const BwdParams& p, cfaStream_t stream) {
   using Kv = BwdKvKernelSm90<kDType, kHeadDim, kWindowed, kDq, kPlain>;
-  auto kv = bwd_kv_kernel_sm90<kDType, kHeadDim, kWindowed, kDq, kPlain>;
-  static_assert(Kv::kBlockN == kGeometry.bwd_block_n, "the binding sizes the grid with the family's geometry");
-  allow_smem<Kv::kSmemBytes>(kv);
-  const int64_t grid = p.launch_size(p.kv_grid_shape(), p.total_k, Kv::kBlockN);
-  const TmaBwdParams args = with_tensor_maps(p, kDType == DType::kBFloat16, Kv::kAddsDq, Kv::kBlockM);
-  CFA_LAUNCH(kv, dim3(unsigned(grid)), dim3(Kv::kThreads), Kv::kSmemBytes, stream, args);
+  launch_main_pass<Kv>(bwd_kv_kernel_sm90<kDType, kHeadDim, kWindowed, kDq, kPlain>, p,
+                       with_tensor_maps(p, kDType == DType::kBFloat16, Kv::kAddsDq, Kv::kBlockM), stream);
 }
 #endif
 
 template <DType kDType, int kHeadDim, bool kWindowed, bool kAtomicDq, bool kPlain>
 void launch_bwd_kv(const BwdParams& p, cfaStream_t stream) {
 #if defined(CFA_FAMILY_SM90)
-  // dq_turns (orders_dq) asks the atomic pass to add its shares in order.
-  if constexpr (kAtomicDq && BwdKvKernelSm90<kDType, kHeadDim, kWindowed, DqMode::kAtomic, kPlain>::kSplitDqCols) {
+  if constexpr (kAtomicDq && kOrdersDqInMainPass) {
     if (p.dq_turns) return launch_bwd_kv_sm90<kDType, kHeadDim, kWindowed, DqMode::kOrdered, kPlain>(p, stream);
   }
   launch_bwd_kv_sm90<kDType, kHeadDim, kWindowed, kAtomicDq ? DqMode::kAtomic : DqMode::kSeparatePass, kPlain>(p, stream);
 #else
   using Kv = BwdConfig<kDType, kHeadDim>;
-  auto kv = bwd_kv_kernel<kDType, kHeadDim, kWindowed, kAtomicDq>;
-  static_assert(Kv::kBlockN == kGeometry.bwd_block_n, "the binding sizes the grid with the family's geometry");
-  allow_smem<Kv::kSmemBytes>(kv);
-  const int64_t grid = p.launch_size(p.kv_grid_shape(), p.total_k, Kv::kBlockN);
-  CFA_LAUNCH(kv, dim3(unsigned(grid)), dim3(Kv::kThreads), Kv::kSmemBytes, stream, p);
+  launch_main_pass<Kv>(bwd_kv_kernel<kDType, kHeadDim, kWindowed, kAtomicDq>, p, p, stream);
 #endif
 }
 
@@ -137,7 +141,7 @@ void run_bwd(const BwdParams& p, cfaStream_t stream) {
              dim3(kPreThreads), 0, stream, p);
   // One main (and dQ) launch per column slice of a head dim above 128 (bwd_slices), one below.
   for (BwdParams slice = p; slice.slice_col0 < p.head_dim; slice.slice_col0 += bwd_slice_dim(kHeadDim)) {
-    if (p.deterministic && !p.dq_turns) {
+    if (p.deterministic && !(p.dq_turns && kOrdersDqInMainPass)) {
       run_bwd_kv<kDType, kHeadDim, kWindowed, false>(slice, stream);
       auto dq = bwd_dq_kernel<kDType, kHeadDim, kWindowed>;
       allow_smem<Dq::kSmemBytes>(dq);

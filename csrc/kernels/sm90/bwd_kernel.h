@@ -18,8 +18,10 @@
 //              the order of the turns (waiting for the neighbour's, then passing its own once
 //              the reduction is complete), so the consumers never wait on another workgroup
 //              unless the writer falls a whole step behind.
-// dQ split: at D = 128 each consumer takes 64 columns over all 128 keys (it reads both
-// consumers' dS^T); at D = 64 each takes its own 64 keys over all columns.
+// dQ = dS K over all 128 keys (both consumers' dS^T), in 64-column panels: at D = 128 consumer c
+// computes panel c every step; at D = 64 the consumers take the one panel in turn (step parity),
+// so a query block's share is one product and one reduction, and ordered dQ has one chain of
+// turns per panel.
 #pragma once
 #include <type_traits>
 
@@ -63,13 +65,14 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
   using SAcc = arch::Acc<1, kBlockM>;           // a warp's 16 keys x 64 queries
   using KeyAcc = arch::Acc<1, kDim>;            // a warp's 16 keys x D
   using DqAcc = arch::Acc<1, 64>;               // a warp's 16 queries x 64 dQ columns
-  static constexpr bool kSplitDqCols = kDim == 128;
   static constexpr bool kAddsDq = kDq != DqMode::kSeparatePass, kOrdered = kDq == DqMode::kOrdered;
-  // Ordered dQ needs a chain of turns per consumer: the consumers' shares must not overlap.
-  static_assert(!kOrdered || kSplitDqCols, "ordered dQ with the dQ columns split between the consumers");
+  static constexpr int kDqHeadPanels = kDim / 64;
+  static_assert(kDqHeadPanels == kConsumers || kDqHeadPanels == 1, "a dQ panel per consumer, or one in turn");
+  // Panel p of step it is consumer dq_owner(p, it)'s: each consumer stages a share every kDqEvery steps.
+  static constexpr int kDqEvery = kConsumers / kDqHeadPanels;
+  static CFA_DEVICE int dq_owner(int p, int it) { return kDqEvery == 1 ? p : it % kConsumers; }
   // The producer's threads that load query blocks: all but the dQ writer's warp when there is one.
   static constexpr int kLoaders = kOrdered ? kWgThreads - 32 : kWgThreads;
-  static constexpr int kDqKeys = kSplitDqCols ? kBlockN : 64;
   // fp32 dQ staging: panels of 64 rows x 32 floats (one 128-byte swizzle row), laid out as the
   // copy engine's 128-byte swizzle reads them (16-byte chunk index XOR row % 8), so a warp's
   // float2 stores of 8 rows x 4 column pairs fall on 32 different banks.
@@ -210,30 +213,33 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
     arch::copy_wait_all();  // no copy outlives the thread that issued it
   }
 
-  // Ordered dQ: per step, frees the consumers' staging, then for each consumer takes its staged
-  // share, waits for the neighbour's turn on that query block, has the copy engine add it, and
-  // once both reductions are complete passes this workgroup's turns on.
+  // Ordered dQ: per step, frees the staging of each dQ panel's owner, then for each panel takes the
+  // owner's staged share, waits for the neighbour's turn on that query block and panel, has the
+  // copy engine add it, and once the reductions are complete passes this workgroup's turns on.
   static CFA_DEVICE void write_dq(const TmaBwdParams& a, Smem& sm, const Keys& keys) {
     const BwdParams& p = a.p;
     const bool leader = threadIdx.x % 32 == 0;
     const KvTile& tile = keys.tile;
     const int G = p.group_size(), mark = tile.n_block + 1;
     const int row0 = int(keys.seq.q_start), batch = p.cu_seqlens_q ? 0 : tile.batch;  // dq's coordinates
+    int it = 0;
     for (int j = 0; j < G; ++j) {
       const int h = tile.kv_head * G + j;
-      for (int m = keys.rows.first; m < keys.rows.end; ++m) {
-        for (int c = 0; c < kConsumers; ++c) arch::named_barrier_arrive(kDqFree + c, kWriterBarrierThreads);
-        for (int c = 0; c < kConsumers; ++c) {
+      for (int m = keys.rows.first; m < keys.rows.end; ++m, ++it) {
+        for (int panel = 0; panel < kDqHeadPanels; ++panel)
+          arch::named_barrier_arrive(kDqFree + dq_owner(panel, it), kWriterBarrierThreads);
+        for (int panel = 0; panel < kDqHeadPanels; ++panel) {
+          const int c = dq_owner(panel, it);
           arch::named_barrier_sync(kDqBarrier + c, kWriterBarrierThreads);
           if (leader) {
             if (m >= keys.before.first && m < keys.before.end)
-              arch::wait_for_turn(p.dq_turn(tile.batch, h, m, c), mark + kTurnStep);
-            add_dq_share(a, sm.dq[c], 64 * c, row0 + m * kBlockM, h, batch);
+              arch::wait_for_turn(p.dq_turn(tile.batch, h, m, panel), mark + kTurnStep);
+            add_dq_share(a, sm.dq[c], 64 * panel, row0 + m * kBlockM, h, batch);
           }
         }
         if (leader) {
           arch::bulk_wait_all();
-          for (int c = 0; c < kConsumers; ++c) arch::pass_turn(p.dq_turn(tile.batch, h, m, c), mark);
+          for (int panel = 0; panel < kDqHeadPanels; ++panel) arch::pass_turn(p.dq_turn(tile.batch, h, m, panel), mark);
         }
         __syncwarp();
       }
@@ -311,6 +317,38 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
       }
     };
 
+    // This consumer's dQ share of step it, if it has one: a 64-column panel of dS K over every key,
+    // staged in shared memory for the writer (ordered) or added by its thread 0 (atomic).
+    auto dq_share = [&](int it, int h, int m0, const T* ds_t, int wcw, int l) {
+      const int panel = kDqEvery == 1 ? wcw : 0;
+      if (dq_owner(panel, it) != wcw) return arch::wgmma_wait<0>();  // only dK += dS^T Q to finish
+      DqAcc dq;
+      arch::wgmma_fence();
+      arch::wgmma_tn<T, kBlockN, kBlockN, kBlockN>(dq, ds_t, sm.k + panel * KVTile::kPanel);
+      arch::wgmma_commit();
+      arch::wgmma_wait<0>();
+      arch::pin(dq.x);
+      float* sdq = sm.dq[wcw];
+      if constexpr (kOrdered) arch::named_barrier_sync(kDqFree + wcw, kWriterBarrierThreads);
+      const int rows_left = int(keys.seq.len_q) - m0;  // rows of this block inside the sequence
+#pragma unroll
+      for (int i = 0; i < DqAcc::kSize; i += 2) {
+        const int r = (warp % 4) * 16 + DqAcc::row(i, l), c = DqAcc::col(i, l);
+        // A select, not a product: past the end dS is 0 * (NaN) where this sequence's K or V are
+        // non-finite, and in a packed batch those rows are the next sequence's.
+        const bool live = r < rows_left;
+        *reinterpret_cast<float2*>(sdq + dq_staging_offset(r, c)) =
+            make_float2(live ? dq.x[i] * scale : 0.f, live ? dq.x[i + 1] * scale : 0.f);
+      }
+      arch::fence_async_proxy();
+      if constexpr (kOrdered) {
+        arch::named_barrier_arrive(kDqBarrier + wcw, kWriterBarrierThreads);  // to the writer
+      } else {
+        arch::named_barrier_sync(kDqBarrier + wcw, kWgThreads);
+        if (wg_tid == 0) add_dq_share(a, sdq, 64 * panel, dq_row0 + m0, h, dq_batch);
+      }
+    };
+
     auto step = [&](int it, int h, int m0, const ScoreMod& mod, auto masked) {
       const int stage = it % kStages;
       const T* sQ = sm.q[stage];
@@ -357,33 +395,7 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
         // Before this consumer restages dQ, the copy engine must have read the previous share.
         if (!kOrdered && wg_tid == 0) arch::bulk_wait_read<0>();
         arch::named_barrier_sync(kDsBarrier, kConsumers * kWgThreads);
-        // This consumer's dQ share: its rows of dS^T and K, its panel of K's columns.
-        const int dq_key0 = kSplitDqCols ? 0 : 64 * wcw, dq_col0 = kSplitDqCols ? 64 * wcw : 0;
-        DqAcc dq;
-        arch::wgmma_fence();
-        arch::wgmma_tn<T, kDqKeys, kBlockN, kBlockN>(dq, ds_t + dq_key0 * 64, sm.k + (dq_col0 / 64) * KVTile::kPanel + dq_key0 * 64);
-        arch::wgmma_commit();
-        arch::wgmma_wait<0>();
-        arch::pin(dq.x);
-        float* sdq = sm.dq[cw];
-        if constexpr (kOrdered) arch::named_barrier_sync(kDqFree + cw, kWriterBarrierThreads);
-        const int rows_left = int(keys.seq.len_q) - m0;  // rows of this block inside the sequence
-#pragma unroll
-        for (int i = 0; i < DqAcc::kSize; i += 2) {
-          const int r = (warp % 4) * 16 + DqAcc::row(i, l), c = DqAcc::col(i, l);
-          // A select, not a product: past the end dS is 0 * (NaN) where this sequence's K or V are
-          // non-finite, and in a packed batch those rows are the next sequence's.
-          const bool live = r < rows_left;
-          *reinterpret_cast<float2*>(sdq + dq_staging_offset(r, c)) =
-              make_float2(live ? dq.x[i] * scale : 0.f, live ? dq.x[i + 1] * scale : 0.f);
-        }
-        arch::fence_async_proxy();
-        if constexpr (kOrdered) {
-          arch::named_barrier_arrive(kDqBarrier + cw, kWriterBarrierThreads);  // to the writer
-        } else {
-          arch::named_barrier_sync(kDqBarrier + cw, kWgThreads);
-          if (wg_tid == 0) add_dq_share(a, sdq, dq_col0, dq_row0 + m0, h, dq_batch);
-        }
+        dq_share(it, h, m0, ds_t, wcw, l);
       } else {
         arch::wgmma_wait<0>();
       }
