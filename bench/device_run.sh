@@ -11,6 +11,7 @@
 #   families  bench/families.py: each kernel family of the installed .so against SDPA
 #   bench     bench/fwd.py (full sweep; BENCH_ARGS overrides)
 #   l2        bench/l2_measure.py under Nsight Compute
+#   l2bwd     bench/bwd_l2_measure.py: the backward main pass's L2 hits, atomic and deterministic dQ
 #   bwd       bench/bwd.py
 #   models    bench/models.py: transformers models with chiplet_fa vs SDPA (needs transformers; MODELS_ARGS)
 #   profile   Nsight Compute stall breakdown of one sm90 forward and backward launch + the forward's SASS
@@ -71,6 +72,7 @@ for s in "$@"; do
     families) python3 bench/families.py --out "$OUT" ${FAMILIES_ARGS:-} 2>&1 | tee "$OUT/families.log" | tail -20 || status=1 ;;
     bench) timeout ${BENCH_TIMEOUT:-400} python3 bench/fwd.py --out "$OUT" ${BENCH_ARGS:-} 2>&1 | tee "$OUT/bench.log" | tail -30 || status=1 ;;
     l2) python3 bench/l2_measure.py --out "$OUT" ${L2_ARGS:---block-n 128 --wgs-per-cu 1} 2>&1 | tee "$OUT/l2.log" | tail -20 || status=1 ;;
+    l2bwd) python3 bench/bwd_l2_measure.py --out "$OUT" 2>&1 | tee "$OUT/l2bwd.log" | tail -12 || status=1 ;;
     profile)
       # Nsight Compute on one launch each of the sm90 forward and backward main pass (bf16, D=128,
       # the plain variants; PROFILE_SHAPE="B,H_q,H_kv,N" default 1,128,128,8192, PROFILE_CAUSAL=1

@@ -1,0 +1,125 @@
+"""L2 hit rate and DRAM traffic of the backward's main pass (atomic and deterministic dQ,
+head-first), measured with Nsight Compute, next to bench/dq_order_model.py's prediction.
+
+  python bench/bwd_l2_measure.py --out DIR            # driver: runs ncu on itself
+  python bench/bwd_l2_measure.py --from-csv DIR/bwd_l2_h200_ncu.csv --model --out DIR
+Writes bwd_l2_h200.md / .json and the raw ncu CSV under --out. One worker process runs each
+point's forward and then its backward once; ncu profiles only the main pass (bwd_kv_kernel).
+--model adds the model's hit rate (a few CPU-minutes: best done off the device, from the CSV).
+The model counts the steps' Q, dO and dQ reads; ncu counts every L2 sector (K, V, the dQ
+reductions' reads and writes too), so the two agree in direction, not in value.
+"""
+import argparse
+import functools
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from l2_measure import METRICS, parse_ncu_csv  # noqa: E402
+
+# (B, H_q, H_kv, N, D, causal): the rows where ordered dQ and atomic dQ differ most in the model
+# (GQA 64/8 causal at 32K) and two where they should not.
+SWEEP = [(1, 64, 8, 32768, 128, True), (1, 32, 32, 8192, 128, True), (4, 32, 8, 4096, 128, True)]
+MODES = ("atomic", "det")
+
+
+def plan():
+    return [{"B": b, "H_q": hq, "H_kv": hkv, "N": n, "D": d, "causal": c, "mode": m}
+            for (b, hq, hkv, n, d, c) in SWEEP for m in MODES]
+
+
+def worker(points):
+    import torch
+
+    import chiplet_fa  # noqa: F401  (registers torch.ops.chiplet_fa)
+
+    ops = torch.ops.chiplet_fa
+    for p in points:
+        gen = torch.Generator(device="cuda").manual_seed(0)
+        q, do = (torch.randn(p["B"], p["N"], p["H_q"], p["D"], device="cuda", dtype=torch.bfloat16,
+                             generator=gen) for _ in range(2))
+        k, v = (torch.randn(p["B"], p["N"], p["H_kv"], p["D"], device="cuda", dtype=torch.bfloat16,
+                            generator=gen) for _ in range(2))
+        out, lse = ops.fwd(q, k, v, None, p["causal"], "head_first", 8)
+        ops.bwd(do, q, k, v, out, lse, None, p["causal"], "head_first", 8, p["mode"] == "det")
+        torch.cuda.synchronize()
+
+
+@functools.cache
+def model_rows(hq, hkv, n, causal):
+    import dq_order_model
+
+    return dq_order_model.model(hq, hkv, n, causal, latency=0.5, free_at_read=False, l2_mb=50.0)
+
+
+def predicted_hits(p):
+    """The model's L2 hit rate for the point's scheme (the tree's orders; the model covers B = 1)."""
+    if p["B"] != 1:
+        return None
+    want = "atomic dQ" if p["mode"] == "atomic" else "b10 ordered"
+    return next(r["l2_hit"] for r in model_rows(p["H_q"], p["H_kv"], p["N"], p["causal"]) if r["scheme"].startswith(want))
+
+
+def table(points, kernels, command, with_model):
+    ids = sorted(kernels)
+    lines = ["# Backward main pass: L2 hit rate and DRAM traffic (Nsight Compute), bf16, head_first", "",
+             f"Command: `{command}`", "",
+             "| B | H_q | H_kv | N | D | causal | dQ | L2 hit | model's Q/dO/dQ hits | DRAM read | kernel ms |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    rows = []
+    for i, p in enumerate(points):
+        m = kernels[ids[i]] if i < len(ids) else {}
+        row = dict(p, hit_rate=m.get(METRICS[0]), dram_read_bytes=m.get(METRICS[1]),
+                   time_ms=None if m.get(METRICS[3]) is None else 1e3 * m[METRICS[3]],
+                   model_hits=predicted_hits(p) if with_model else None)
+        rows.append(row)
+        f = lambda x, spec, unit="", scale=1: "n/a" if x is None else format(x * scale, spec) + unit  # noqa: E731
+        lines.append(f"| {p['B']} | {p['H_q']} | {p['H_kv']} | {p['N']} | {p['D']} | "
+                     f"{'yes' if p['causal'] else 'no'} | {p['mode']} | {f(row['hit_rate'], '.1f', '%')} | "
+                     f"{f(row['model_hits'], '.0f', '%', 100)} | {f(row['dram_read_bytes'], '.1f', ' GB', 1e-9)} | "
+                     f"{f(row['time_ms'], '.2f')} |")
+    return "\n".join(lines) + "\n", rows
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--ncu", default="ncu")
+    ap.add_argument("--timeout", type=int, default=400, help="seconds for the ncu run")
+    ap.add_argument("--from-csv", type=Path, help="tabulate a saved ncu CSV instead of running ncu")
+    ap.add_argument("--model", action="store_true", help="add bench/dq_order_model.py's hit rates")
+    ap.add_argument("--worker", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.worker:
+        worker(json.loads(args.worker))
+        return 0
+    points = plan()
+    command = "python bench/bwd_l2_measure.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    args.out.mkdir(parents=True, exist_ok=True)
+    if args.from_csv:
+        raw, rc = args.from_csv.read_text(), 0
+    else:
+        ncu = shutil.which(args.ncu)
+        if ncu is None:
+            sys.exit(f"error: Nsight Compute ({args.ncu}) is not on PATH")
+        cmd = [ncu, "--clock-control", "none", "--metrics", ",".join(METRICS), "--csv", "--print-units", "base",
+               "--kernel-name", "regex:bwd_kv_kernel", "--launch-count", str(len(points)), sys.executable,
+               str(Path(__file__).resolve()), "--worker", json.dumps(points)]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
+        raw, rc = proc.stdout, proc.returncode
+        (args.out / "bwd_l2_h200_ncu.csv").write_text(raw)
+        if rc != 0:
+            print(f"ncu exited with {rc}; stderr tail:\n{proc.stderr[-3000:]}", file=sys.stderr)
+    kernels = parse_ncu_csv(raw)
+    md, rows = table(points, kernels, command, args.model)
+    (args.out / "bwd_l2_h200.md").write_text(md)
+    (args.out / "bwd_l2_h200.json").write_text(json.dumps({"command": command, "rows": rows}, indent=1))
+    print(md)
+    return 0 if rc == 0 and len(kernels) == len(points) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
