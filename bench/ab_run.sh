@@ -9,6 +9,9 @@
 #   AB_BENCH  the benchmarks, separated by ';', each given --out DIR (default: bench/fwd.py on issue
 #             #12's small shapes, D=64 and D=128 at H=32 N=8K); AB_SMOKE_TIMEOUT the smoke sweep's
 #             limit (180 s)
+#   AB_TESTS  checks run on each patched variant after its smoke sweep (not on the tree, which the
+#             default install's checks cover), separated by ';', run from the tree's root (e.g.
+#             "python3 -P -m pytest tests/test_backward.py -q -m gpu -k ordered"); log tests.log
 #   bash bench/ab_run.sh /tmp/a.patch /tmp/b.patch /tmp/a.patch+/tmp/b.patch
 # Results: $OUT/results.tgz, a folder per variant (0-tree, 1-<patch>, ...) with its logs and
 # the benchmark's files; the table printed last has each variant's chiplet_fa TFLOP/s and ratio.
@@ -31,6 +34,13 @@ variant() {
     echo "$1: smoke failed or timed out: $(tail -1 "$dir/smoke.log")"; return 1
   fi
   echo "$1: smoke: $(tail -1 "$dir/smoke.log")"
+  local t checks
+  IFS=';' read -ra checks <<< "${AB_TESTS:-}"
+  [ "$1" = 0-tree ] && checks=()
+  for t in "${checks[@]}"; do
+    if timeout -k 10 "${AB_TESTS_TIMEOUT:-200}" $t >> "$dir/tests.log" 2>&1; then echo "$1: passed: $t"
+    else echo "$1: FAILED: $t: $(tail -1 "$dir/tests.log")"; status=1; fi
+  done
   local b benches
   IFS=';' read -ra benches <<< "$bench"
   for b in "${benches[@]}"; do
