@@ -68,7 +68,7 @@ def test_backward_main_pass_keeps_an_accs_queries_on_one_xcd():
     out, lse = torch.ops.chiplet_fa.fwd(q, k, v, None, False, "swizzled_head_first", 8)
     with trace(8) as launches:
         torch.ops.chiplet_fa.bwd(torch.randn_like(q), q, k, v, out, lse, None, False, "swizzled_head_first", 8)
-    main = [l for l in launches if "launch_bwd_kv" in l.where]
+    main = [l for l in launches if "launch_main_pass" in l.where]
     assert len(main) == 1
     reads, regions = main[0].reads, main[0].regions
     streamed = (reads[:, 2] == regions.index("q")) | (reads[:, 2] == regions.index("dout"))
