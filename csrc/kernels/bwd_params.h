@@ -22,6 +22,9 @@
 // so workgroups that start together do not wait). A workgroup only ever waits for one dispatched
 // before it (hardware dispatches in grid order), so the KV grid walks each row's n-blocks in the
 // order of the turns: descending under a window (GridShape::longest_first reverses a row).
+// With dq_from_last (kernels/launch.h's dq_walks_from_last) a workgroup walks its query blocks
+// from the last instead, and the turns ascend under a window too: key block n - 1 has no more
+// blocks above any query block than n has, so it gets there no later.
 #pragma once
 #include <cstdint>
 
@@ -58,13 +61,14 @@ struct BwdParams : FwdParams {
   // Ordered dQ: per (sequence, query head, block of kDqTurnRows query rows, 64-column panel of the
   // head dim) the key block that last added its share, plus one (zeroed by the host); nullptr otherwise.
   int32_t* dq_turns;
+  bool dq_from_last;          // ordered dQ's walk: query blocks from the last, the group's heads inner
   int32_t slice_col0;         // head dims split into column slices: the first column of dK, dV, dQ a launch writes
 
   static constexpr int32_t kDqTurnRows = 64;
 
   CFA_HOST_DEVICE int32_t num_n_blocks() const { return (seqlen_k + block_n - 1) / block_n; }
   CFA_HOST_DEVICE GridShape kv_grid_shape() const {
-    return GridShape{batch, num_kv_heads, num_n_blocks(), num_xcds, kv_block_offsets, dq_turns && windowed};
+    return GridShape{batch, num_kv_heads, num_n_blocks(), num_xcds, kv_block_offsets, dq_turns && windowed && !dq_from_last};
   }
   CFA_HOST_DEVICE int64_t dq_turn_blocks() const { return (seqlen_q + kDqTurnRows - 1) / kDqTurnRows; }
   CFA_HOST_DEVICE int64_t dq_turns_size() const { return int64_t(batch) * num_q_heads * dq_turn_blocks() * 2; }

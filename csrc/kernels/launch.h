@@ -33,6 +33,18 @@ inline bool orders_dq(KernelFamily f, const BwdParams& p) {
   return f == KernelFamily::kSm90 && p.deterministic && p.head_dim <= 128 && head_first;
 }
 
+// Whether ordered dQ walks each workgroup's query blocks from the last with the group's query
+// heads inner (BwdParams::dq_from_last) rather than head by head from the diagonal: under a mask
+// and GQA where one KV head's Q, dO and fp32 dQ rows (G x N_q x D x 8 bytes) exceed what L2 holds.
+// There, head by head leaves the resident workgroups spread over the group's heads and L2 misses
+// most of their reads (bench/results/dq_order_model.md); elsewhere the diagonal-first order wins,
+// because its turns do not chain (walking from the last lost 4-15% there, bench/results/ab_bwd_h200.md).
+inline bool dq_walks_from_last(const BwdParams& p) {
+  constexpr int64_t kL2Bytes = int64_t(50) << 20;  // H100 50 MB, H200 60 MB
+  const int64_t rows_bytes = int64_t(p.group_size()) * p.seqlen_q * p.head_dim * 8;
+  return p.dq_turns && p.windowed && p.group_size() > 1 && rows_bytes > kL2Bytes;
+}
+
 #if defined(CFA_CUDA) || defined(CFA_HIP) || defined(CFA_EMULATE)
 // run_bwd: preprocess, main pass (atomic or ordered dQ, or none when deterministic without
 // dq_turns) and then the dQ pass.

@@ -148,6 +148,7 @@ inline BwdResult bwd_with_kernels(const BwdArgs& a, KernelFamily device_family, 
   p.head_dim = int32_t(d8);
   const at::Tensor dq_turns = orders_dq(family, p) ? at::zeros({p.dq_turns_size()}, a.q.options().dtype(at::kInt)) : at::Tensor();
   p.dq_turns = dq_turns.defined() ? dq_turns.data_ptr<int32_t>() : nullptr;
+  p.dq_from_last = dq_walks_from_last(p);
   check_launched(launch_kernels(family, dtype, p, stream), a.op(), a.q, family);
   if (!padded) return {t.dq_accum.to(a.q.scalar_type()), t.dk, t.dv};
   t.dk.copy_(dk.narrow(-1, 0, D));

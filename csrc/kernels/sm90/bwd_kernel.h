@@ -2,7 +2,7 @@
 // A workgroup owns kBlockN = 128 keys of one KV head (map_kv_workgroup, ACC = KV head) and
 // produces their dK and dV; unless kDq is kSeparatePass it also adds every query block's dQ share.
 //   producer   (warpgroup 0) copies K and V once (cp.async), then Q, dO, lse_log2 and D of each
-//              query block (every query head of the group in turn) into a ring of kStages buffers,
+//              query block of the group's query heads (in walk()'s order) into a ring of kStages buffers,
 //              by the copy engine on one thread's instructions (TMA), guarded by mbarriers (full:
 //              landed, empty: released).
 //   consumers  (warpgroups 1, 2) own 64 keys each and keep dK, dV (64 x D) in registers. Per
@@ -97,9 +97,8 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
     int n0;
     BlockRange rows, plain;
     BlockRange before;  // ordered dQ: the query blocks of the workgroup whose turn comes before ours
+    int before_mark;    // and the mark it leaves in dq_turns (its n_block + 1)
   };
-  // Ordered dQ: the key block before ours in the turns (see BwdParams): n - 1, or n + 1 under a window.
-  static constexpr int kTurnStep = kWindowed ? 1 : -1;
   struct Smem {
     T k[KVTile::kElems];
     T v[KVTile::kElems];
@@ -138,10 +137,49 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
     k.plain.first = min(max(plain.first, k.rows.first), k.rows.end);
     k.plain.end = max(min(plain.end, k.rows.end), k.plain.first);
     // The neighbour's own keys_of range: a query block waits for it exactly when it adds a share.
-    const int nb0 = k.n0 + kTurnStep * kBlockN;
+    // Ordered dQ: the key block before ours in the turns (see BwdParams): n - 1, or n + 1 under a
+    // window walked from the diagonal.
+    const int turn_step = kWindowed && !p.dq_from_last ? 1 : -1, nb0 = k.n0 + turn_step * kBlockN;
+    k.before_mark = tile.n_block + turn_step + 1;
     k.before = kOrdered && nb0 >= 0 && nb0 < k.seq.len_k ? query_blocks(k.window, nb0, nb0 + kBlockN, kBlockM)
                                                           : BlockRange{0, 0};
     return k;
+  }
+
+  // The (query head, query block) pairs a workgroup visits, in order, as visit(step, h, m, masked).
+  // Head by head from the first block; under ordered dQ with dq_from_last, the query blocks from
+  // the last with the group's heads inner, so resident workgroups read the same rows at once.
+  // kByMask: the blocks that need the mask (outside [plain.first, plain.end)) and the others in
+  // loops of their own, masked a std::bool_constant (the consumers' steps); otherwise one loop,
+  // masked always true (the producer and the dQ writer, which ignore it).
+  template <bool kByMask, typename Visit>
+  static CFA_DEVICE void walk(const BwdParams& p, const Keys& keys, Visit&& visit) {
+    const int G = p.group_size(), h0 = keys.tile.kv_head * G;
+    const BlockRange &rows = keys.rows, &plain = keys.plain;
+    auto runs = [&](bool down, auto&& blocks) {
+      if constexpr (!kByMask) {
+        blocks(rows.first, rows.end, std::true_type{});
+      } else if (down) {
+        blocks(plain.end, rows.end, std::true_type{});
+        blocks(plain.first, plain.end, std::false_type{});
+        blocks(rows.first, plain.first, std::true_type{});
+      } else {
+        blocks(rows.first, plain.first, std::true_type{});
+        blocks(plain.first, plain.end, std::false_type{});
+        blocks(plain.end, rows.end, std::true_type{});
+      }
+    };
+    int it = 0;
+    if (kOrdered && p.dq_from_last) {
+      return runs(true, [&](int first, int end, auto masked) {
+        for (int m = end - 1; m >= first; --m)
+          for (int j = 0; j < G; ++j) visit(it++, h0 + j, m, masked);
+      });
+    }
+    for (int j = 0; j < G; ++j)
+      runs(false, [&](int first, int end, auto masked) {
+        for (int m = first; m < end; ++m) visit(it++, h0 + j, m, masked);
+      });
   }
 
   static CFA_DEVICE void run(const TmaBwdParams& a, unsigned char* smem_raw) {
@@ -181,35 +219,30 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
       arch::copy_wait_all();
       return;
     }
-    const int G = p.group_size();
     const bool packed = p.cu_seqlens_q != nullptr;
-    int it = 0;
-    for (int j = 0; j < G; ++j) {
-      const int h = tile.kv_head * G + j;
+    walk<false>(p, keys, [&](int it, int h, int m, auto) {
+      const int stage = it % kStages, m0 = m * kBlockM;
       const auto qs = p.query_slabs<T>(tile.batch, h, keys.seq);
-      for (int m = keys.rows.first; m < keys.rows.end; ++m, ++it) {
-        const int stage = it % kStages, m0 = m * kBlockM;
-        if (it >= kStages) arch::mbarrier_wait(&sm.bar.empty[stage], (it / kStages - 1) & 1);
-        // The last query block of a packed sequence would bring the next sequence's rows: copied
-        // by hand, zero-filled.
-        if (packed && m0 + kBlockM > keys.seq.len_q) {
-          load_by_hand(p, sm, qs, stage, m0, keys.seq.len_q, tid);
-        } else if (tid == 0) {
-          uint64_t* full = &sm.bar.full[stage];
-          arch::mbarrier_arrive_expect_tx(full, kStageBytes);
-          const int row = int(keys.seq.q_start) + m0, batch = packed ? 0 : tile.batch;
+      if (it >= kStages) arch::mbarrier_wait(&sm.bar.empty[stage], (it / kStages - 1) & 1);
+      // The last query block of a packed sequence would bring the next sequence's rows: copied
+      // by hand, zero-filled.
+      if (packed && m0 + kBlockM > keys.seq.len_q) {
+        load_by_hand(p, sm, qs, stage, m0, keys.seq.len_q, tid);
+      } else if (tid == 0) {
+        uint64_t* full = &sm.bar.full[stage];
+        arch::mbarrier_arrive_expect_tx(full, kStageBytes);
+        const int row = int(keys.seq.q_start) + m0, batch = packed ? 0 : tile.batch;
 #pragma unroll
-          for (int c = 0; c < kPanels; ++c) {
-            arch::tma_load_4d(sm.q[stage] + c * QTile::kPanel, &a.q, c * arch::kTmaBoxCols, row, h, batch, full);
-            arch::tma_load_4d(sm.dout[stage] + c * QTile::kPanel, &a.dout, c * arch::kTmaBoxCols, row, h, batch, full);
-          }
-          arch::bulk_load(sm.lse_log2[stage], qs.lse_log2 + m0, kBlockM * 4, full);
-          arch::bulk_load(sm.delta[stage], qs.delta + m0, kBlockM * 4, full);
-        } else {
-          arch::mbarrier_arrive(&sm.bar.full[stage]);
+        for (int c = 0; c < kPanels; ++c) {
+          arch::tma_load_4d(sm.q[stage] + c * QTile::kPanel, &a.q, c * arch::kTmaBoxCols, row, h, batch, full);
+          arch::tma_load_4d(sm.dout[stage] + c * QTile::kPanel, &a.dout, c * arch::kTmaBoxCols, row, h, batch, full);
         }
+        arch::bulk_load(sm.lse_log2[stage], qs.lse_log2 + m0, kBlockM * 4, full);
+        arch::bulk_load(sm.delta[stage], qs.delta + m0, kBlockM * 4, full);
+      } else {
+        arch::mbarrier_arrive(&sm.bar.full[stage]);
       }
-    }
+    });
     arch::copy_wait_all();  // no copy outlives the thread that issued it
   }
 
@@ -220,30 +253,26 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
     const BwdParams& p = a.p;
     const bool leader = threadIdx.x % 32 == 0;
     const KvTile& tile = keys.tile;
-    const int G = p.group_size(), mark = tile.n_block + 1;
+    const int mark = tile.n_block + 1;
     const int row0 = int(keys.seq.q_start), batch = p.cu_seqlens_q ? 0 : tile.batch;  // dq's coordinates
-    int it = 0;
-    for (int j = 0; j < G; ++j) {
-      const int h = tile.kv_head * G + j;
-      for (int m = keys.rows.first; m < keys.rows.end; ++m, ++it) {
-        for (int panel = 0; panel < kDqHeadPanels; ++panel)
-          arch::named_barrier_arrive(kDqFree + dq_owner(panel, it), kWriterBarrierThreads);
-        for (int panel = 0; panel < kDqHeadPanels; ++panel) {
-          const int c = dq_owner(panel, it);
-          arch::named_barrier_sync(kDqBarrier + c, kWriterBarrierThreads);
-          if (leader) {
-            if (m >= keys.before.first && m < keys.before.end)
-              arch::wait_for_turn(p.dq_turn(tile.batch, h, m, panel), mark + kTurnStep);
-            add_dq_share(a, sm.dq[c], 64 * panel, row0 + m * kBlockM, h, batch);
-          }
-        }
+    walk<false>(p, keys, [&](int it, int h, int m, auto) {
+      for (int panel = 0; panel < kDqHeadPanels; ++panel)
+        arch::named_barrier_arrive(kDqFree + dq_owner(panel, it), kWriterBarrierThreads);
+      for (int panel = 0; panel < kDqHeadPanels; ++panel) {
+        const int c = dq_owner(panel, it);
+        arch::named_barrier_sync(kDqBarrier + c, kWriterBarrierThreads);
         if (leader) {
-          arch::bulk_wait_all();
-          for (int panel = 0; panel < kDqHeadPanels; ++panel) arch::pass_turn(p.dq_turn(tile.batch, h, m, panel), mark);
+          if (m >= keys.before.first && m < keys.before.end)
+            arch::wait_for_turn(p.dq_turn(tile.batch, h, m, panel), keys.before_mark);
+          add_dq_share(a, sm.dq[c], 64 * panel, row0 + m * kBlockM, h, batch);
         }
-        __syncwarp();
       }
-    }
+      if (leader) {
+        arch::bulk_wait_all();
+        for (int panel = 0; panel < kDqHeadPanels; ++panel) arch::pass_turn(p.dq_turn(tile.batch, h, m, panel), mark);
+      }
+      __syncwarp();
+    });
   }
 
   // One staged dQ share (64 rows, from column col0) added to dq_accum by the copy engine.
@@ -408,21 +437,11 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
       arch::mbarrier_arrive(&sm.bar.empty[stage]);
     };
 
-    // One query head's blocks: masked ones around the unmasked run [plain.first, plain.end).
-    auto head = [&](int h, int& it, const ScoreMod& mod) {
-      int m = keys.rows.first;
-      for (; m < keys.plain.first; ++m, ++it) step(it, h, m * kBlockM, mod, std::true_type{});
-      for (; m < keys.plain.end; ++m, ++it) step(it, h, m * kBlockM, mod, std::false_type{});
-      for (; m < keys.rows.end; ++m, ++it) step(it, h, m * kBlockM, mod, std::true_type{});
-    };
     if (keys.rows.first < keys.rows.end) {
       arch::mbarrier_wait(&sm.bar.kv_full, 0);
-      const int G = p.group_size();
-      int it = 0;
-      for (int j = 0; j < G; ++j) {
-        const int h = tile.kv_head * G + j;
-        head(h, it, ScoreMod(p, tile.batch, h, keys.seq));
-      }
+      walk<true>(p, keys, [&](int it, int h, int m, auto masked) {
+        step(it, h, m * kBlockM, ScoreMod(p, tile.batch, h, keys.seq), masked);
+      });
     }
     if constexpr (kDq == DqMode::kAtomic) arch::bulk_wait_all();
 
