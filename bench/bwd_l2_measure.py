@@ -86,7 +86,7 @@ def table(points, kernels, command, with_model):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--out", type=Path, help="folder for the table, its JSON and the raw CSV (required)")
     ap.add_argument("--ncu", default="ncu")
     ap.add_argument("--timeout", type=int, default=400, help="seconds for the ncu run")
     ap.add_argument("--from-csv", type=Path, help="tabulate a saved ncu CSV instead of running ncu")
@@ -96,6 +96,8 @@ def main(argv=None):
     if args.worker:
         worker(json.loads(args.worker))
         return 0
+    if args.out is None:
+        ap.error("--out is required")
     points = plan()
     command = "python bench/bwd_l2_measure.py " + " ".join(argv if argv is not None else sys.argv[1:])
     args.out.mkdir(parents=True, exist_ok=True)

@@ -38,3 +38,14 @@ def test_missing_kernels_fail_and_show_as_missing(tmp_path):
     (tmp_path / "raw.csv").write_text(fake_csv(2))
     assert bl2.main(["--from-csv", str(tmp_path / "raw.csv"), "--out", str(tmp_path)]) == 1
     assert (tmp_path / "bwd_l2_h200.md").read_text().count("| n/a | n/a | n/a |") == len(bl2.plan()) - 2
+
+
+def test_the_worker_command_line_needs_no_out(monkeypatch):
+    # ncu runs this file again as `--worker POINTS`; an --out required there failed every run on the
+    # H200 (2026-12-02) before a kernel was profiled.
+    seen = []
+    monkeypatch.setattr(bl2, "worker", seen.append)
+    assert bl2.main(["--worker", json.dumps(bl2.plan())]) == 0
+    assert seen == [bl2.plan()]
+    with pytest.raises(SystemExit):
+        bl2.main([])
