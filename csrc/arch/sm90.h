@@ -73,7 +73,8 @@ CFA_DEVICE void pin(const uint32_t (&a)[1][kK][4]) {
     for (int j = 0; j < 4; ++j) asm volatile("" ::"r"(a[0][kk][j]) : "memory");
 }
 
-// Issues s = Q K^T for consumer warpgroup `wg` (rows 64 wg.. of the kQRows-row Q tile).
+// Issues s = Q K^T for consumer warpgroup `wg` (rows 64 wg.. of the kQRows-row Q tile) over the
+// first kD columns (a multiple of 16).
 template <typename T, int kN, int kD, int kQRows>
 CFA_DEVICE void wgmma_qk(Acc<1, kN>& s, const T* sQ, const T* sK, int wg) {
   const SmemDesc q(sQ + wg * 64 * 64, 16, 1024), k(sK, 16, 1024);  // Q from row 64 * wg
@@ -82,16 +83,18 @@ CFA_DEVICE void wgmma_qk(Acc<1, kN>& s, const T* sQ, const T* sK, int wg) {
     // Within a panel a 16-column step is a 32-byte move of the start address; the hardware
     // applies the swizzle to the final address bits.
     const int panel = kk / 4, step = (kk % 4) * 16;
-    Wgmma<T, kN>::ss(s.x, q.at<T>(panel * SmemTile<kQRows, kD>::kPanel + step),
-                     k.at<T>(panel * SmemTile<kN, kD>::kPanel + step), kk > 0);
+    Wgmma<T, kN>::ss(s.x, q.at<T>(panel * SmemTile<kQRows, 64>::kPanel + step),
+                     k.at<T>(panel * SmemTile<kN, 64>::kPanel + step), kk > 0);
   }
 }
 
 // Issues o += P V: P from registers (the m16 A layout per warp), V read N-major: 8-key groups
-// are 1024 bytes apart, 64-column panels kN * 128 bytes apart.
+// are 1024 bytes apart, 64-column panels kN * 128 bytes apart. kD may end inside a panel (the
+// backward's 96 columns of a 128-column tile): the tensor cores address each 8-column group
+// by itself, so they read the first kD columns.
 template <typename T, int kN, int kD>
 CFA_DEVICE void wgmma_pv(Acc<1, kD>& o, const PFrag<T, 1, kN>& pf, const T* sV) {
-  const SmemDesc v(sV, SmemTile<kN, kD>::kPanel * int(sizeof(T)), 1024);
+  const SmemDesc v(sV, SmemTile<kN, 64>::kPanel * int(sizeof(T)), 1024);
 #pragma unroll
   for (int kk = 0; kk < kN / 16; ++kk) Wgmma<T, kD>::rs(o.x, pf.a[0][kk], v.at<T>(kk * 16 * 64), 1);
 }

@@ -48,7 +48,12 @@ enum class DqMode { kSeparatePass, kAtomic, kOrdered };
 template <DType kDType, int kHeadDim, bool kWindowed, DqMode kDq, bool kPlain>
 struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
   using T = typename arch::Element<kDType>::type;
-  static constexpr int kDim = arch::padded_head_dim(kHeadDim);
+  static constexpr int kDim = arch::padded_head_dim(kHeadDim);  // shared-memory tiles: whole panels
+  // The columns the products cover: at D = 96 the last panel's upper half (zero) takes no part
+  // in S^T, dP^T, dV and dK (a quarter of their tensor work and of dK, dV's registers); dQ's
+  // panel stays 64 columns, whose excess the reduction drops.
+  static constexpr int kCols = kHeadDim;
+  static_assert(kCols % 32 == 0 && kCols <= kDim, "head dims of whole 32-column halves of a panel");
   static constexpr int kBlockN = 64 * kConsumers;
   static constexpr int kBlockM = 64;
   static constexpr int kStages = 2;
@@ -63,7 +68,7 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
   static constexpr uint32_t kStageBytes = 2 * QTile::kElems * sizeof(T) + 2 * kBlockM * sizeof(float);
   using DsTile = arch::SmemTile<kBlockN, kBlockM>;  // dS^T, [key][query]: one 64-column panel
   using SAcc = arch::Acc<1, kBlockM>;           // a warp's 16 keys x 64 queries
-  using KeyAcc = arch::Acc<1, kDim>;            // a warp's 16 keys x D
+  using KeyAcc = arch::Acc<1, kCols>;           // a warp's 16 keys x D
   using DqAcc = arch::Acc<1, 64>;               // a warp's 16 queries x 64 dQ columns
   static constexpr bool kAddsDq = kDq != DqMode::kSeparatePass, kOrdered = kDq == DqMode::kOrdered;
   static constexpr int kDqHeadPanels = kDim / 64;
@@ -391,16 +396,16 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
       // across the loop, they spill); the staging addresses from an opaque lane, likewise.
       const int wcw = arch::warp_uniform(cw), l = arch::opaque(lane);
       arch::wgmma_fence();
-      arch::wgmma_qk<T, kBlockM, kDim, kBlockN>(s, sm.k, sQ, wcw);
+      arch::wgmma_qk<T, kBlockM, kCols, kBlockN>(s, sm.k, sQ, wcw);
       arch::wgmma_commit();
-      arch::wgmma_qk<T, kBlockM, kDim, kBlockN>(dp, sm.v, sdO, wcw);
+      arch::wgmma_qk<T, kBlockM, kCols, kBlockN>(dp, sm.v, sdO, wcw);
       arch::wgmma_commit();
       arch::wgmma_wait<1>();
       arch::pin(s.x);
       arch::PFrag<T, 1, kBlockM> pf, dsf;
       probabilities(s, pf, lse_log2, m0, mod, masked);
       arch::wgmma_fence();
-      arch::wgmma_pv<T, kBlockM, kDim>(dv, pf, sdO);
+      arch::wgmma_pv<T, kBlockM, kCols>(dv, pf, sdO);
       arch::wgmma_commit();
       arch::wgmma_wait<1>();  // dP^T (dV += P^T dO may still run)
       arch::pin(dp.x);
@@ -408,7 +413,7 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
       for (int i = 0; i < SAcc::kSize; ++i) dp.x[i] = s.x[i] * (dp.x[i] - delta[SAcc::col(i, lane)]);  // dS^T
       arch::pack_p(dsf, dp);
       arch::wgmma_fence();
-      arch::wgmma_pv<T, kBlockM, kDim>(dk, dsf, sQ);
+      arch::wgmma_pv<T, kBlockM, kCols>(dk, dsf, sQ);
       arch::wgmma_commit();
       if constexpr (kAddsDq) {
         T* ds_t = sm.ds_t[it % 2];
