@@ -16,8 +16,8 @@
 //   dQ writer  kAtomic: each consumer's thread 0 issues its reductions. kOrdered (deterministic
 //              mode, BwdParams::dq_turns): the producer's last warp takes each staged share in
 //              the order of the turns (waiting for the neighbour's, then passing its own once
-//              the reduction is complete), so the consumers never wait on another workgroup
-//              unless the writer falls a whole step behind.
+//              the reduction is complete). Each consumer stages into two buffers in turn, so it
+//              never waits on another workgroup unless the writer falls two shares behind.
 // dQ = dS K over all 128 keys (both consumers' dS^T), in 64-column panels: at D = 128 consumer c
 // computes panel c every step; at D = 64 the consumers take the one panel in turn (step parity),
 // so a query block's share is one product and one reduction, and ordered dQ has one chain of
@@ -76,6 +76,10 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
   // Panel p of step it is consumer dq_owner(p, it)'s: each consumer stages a share every kDqEvery steps.
   static constexpr int kDqEvery = kConsumers / kDqHeadPanels;
   static CFA_DEVICE int dq_owner(int p, int it) { return kDqEvery == 1 ? p : it % kConsumers; }
+  // Ordered dQ stages a consumer's shares in two buffers in turn (the writer frees one while the
+  // consumer fills the other); atomic dQ in one, restaged once the copy engine has read it.
+  static constexpr int kDqBuffers = kOrdered ? 2 : 1;
+  static CFA_DEVICE int dq_buffer(int c, int it) { return c * kDqBuffers + (it / kDqEvery) % kDqBuffers; }
   // The producer's threads that load query blocks: all but the dQ writer's warp when there is one.
   static constexpr int kLoaders = kOrdered ? kWgThreads - 32 : kWgThreads;
   // fp32 dQ staging: panels of 64 rows x 32 floats (one 128-byte swizzle row), laid out as the
@@ -110,7 +114,7 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
     T q[kStages][QTile::kElems];
     T dout[kStages][QTile::kElems];
     T ds_t[kAddsDq ? 2 : 0][DsTile::kElems];  // alternate per step: one barrier a step suffices
-    alignas(1024) float dq[kAddsDq ? kConsumers : 0][kDqPanels * kDqPanelElems];  // TMA: 1024-byte aligned
+    alignas(1024) float dq[kAddsDq ? kConsumers * kDqBuffers : 0][kDqPanels * kDqPanelElems];  // TMA: 1024-byte aligned
     float lse_log2[kStages][kBlockM];
     float delta[kStages][kBlockM];
     Barriers bar;
@@ -118,9 +122,10 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
   };
   static constexpr int kSmemBytes = int(sizeof(Smem));
   static_assert(kSmemBytes <= 227 * 1024, "shared memory per workgroup on sm_90");
-  // Named barriers (0 is __syncthreads): dS^T complete; a consumer's dQ staging complete (atomic:
-  // among its threads; ordered: for the writer); a consumer's staging free again (ordered).
-  static constexpr int kDsBarrier = 1, kDqBarrier = 2, kDqFree = 2 + kConsumers;
+  // Named barriers (0 is __syncthreads): dS^T complete; a dQ staging buffer complete (atomic:
+  // among its consumer's threads; ordered: for the writer); a staging buffer free again (ordered).
+  static constexpr int kDsBarrier = 1, kDqBarrier = 2, kDqFree = 2 + kConsumers * kDqBuffers;
+  static_assert(kDqFree + kConsumers * kDqBuffers <= 16, "sm_90 has 16 named barriers");
   static constexpr int kWriterBarrierThreads = kWgThreads + 32;
 
   static CFA_DEVICE Keys keys_of(const BwdParams& p, const KvTile& tile) {
@@ -251,25 +256,32 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
     arch::copy_wait_all();  // no copy outlives the thread that issued it
   }
 
-  // Ordered dQ: per step, frees the staging of each dQ panel's owner, then for each panel takes the
-  // owner's staged share, waits for the neighbour's turn on that query block and panel, has the
-  // copy engine add it, and once the reductions are complete passes this workgroup's turns on.
+  // Ordered dQ: per step, frees the buffers the owners' next shares go to (their reductions from
+  // two shares back are complete), then for each panel takes the owner's staged share, waits for
+  // the neighbour's turn on that query block and panel, has the copy engine add it, and once the
+  // reductions are complete passes this workgroup's turns on.
   static CFA_DEVICE void write_dq(const TmaBwdParams& a, Smem& sm, const Keys& keys) {
     const BwdParams& p = a.p;
     const bool leader = threadIdx.x % 32 == 0;
     const KvTile& tile = keys.tile;
     const int mark = tile.n_block + 1;
     const int row0 = int(keys.seq.q_start), batch = p.cu_seqlens_q ? 0 : tile.batch;  // dq's coordinates
+    const int steps = p.group_size() * (keys.rows.end - keys.rows.first);
     walk<false>(p, keys, [&](int it, int h, int m, auto) {
-      for (int panel = 0; panel < kDqHeadPanels; ++panel)
-        arch::named_barrier_arrive(kDqFree + dq_owner(panel, it), kWriterBarrierThreads);
+      // Each buffer is freed once per share staged in it: the first shares' up front, the others'
+      // a consumer share ahead, so a free never meets the previous one's barrier phase.
       for (int panel = 0; panel < kDqHeadPanels; ++panel) {
-        const int c = dq_owner(panel, it);
-        arch::named_barrier_sync(kDqBarrier + c, kWriterBarrierThreads);
+        if (it < kDqEvery) arch::named_barrier_arrive(kDqFree + dq_buffer(dq_owner(panel, it), it), kWriterBarrierThreads);
+        const int next = it + kDqEvery;
+        if (next < steps) arch::named_barrier_arrive(kDqFree + dq_buffer(dq_owner(panel, next), next), kWriterBarrierThreads);
+      }
+      for (int panel = 0; panel < kDqHeadPanels; ++panel) {
+        const int b = dq_buffer(dq_owner(panel, it), it);
+        arch::named_barrier_sync(kDqBarrier + b, kWriterBarrierThreads);
         if (leader) {
           if (m >= keys.before.first && m < keys.before.end)
             arch::wait_for_turn(p.dq_turn(tile.batch, h, m, panel), keys.before_mark);
-          add_dq_share(a, sm.dq[c], 64 * panel, row0 + m * kBlockM, h, batch);
+          add_dq_share(a, sm.dq[b], 64 * panel, row0 + m * kBlockM, h, batch);
         }
       }
       if (leader) {
@@ -362,8 +374,9 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
       arch::wgmma_commit();
       arch::wgmma_wait<0>();
       arch::pin(dq.x);
-      float* sdq = sm.dq[wcw];
-      if constexpr (kOrdered) arch::named_barrier_sync(kDqFree + wcw, kWriterBarrierThreads);
+      const int b = dq_buffer(wcw, it);
+      float* sdq = sm.dq[b];
+      if constexpr (kOrdered) arch::named_barrier_sync(kDqFree + b, kWriterBarrierThreads);
       const int rows_left = int(keys.seq.len_q) - m0;  // rows of this block inside the sequence
 #pragma unroll
       for (int i = 0; i < DqAcc::kSize; i += 2) {
@@ -376,9 +389,9 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
       }
       arch::fence_async_proxy();
       if constexpr (kOrdered) {
-        arch::named_barrier_arrive(kDqBarrier + wcw, kWriterBarrierThreads);  // to the writer
+        arch::named_barrier_arrive(kDqBarrier + b, kWriterBarrierThreads);  // to the writer
       } else {
-        arch::named_barrier_sync(kDqBarrier + wcw, kWgThreads);
+        arch::named_barrier_sync(kDqBarrier + b, kWgThreads);
         if (wg_tid == 0) add_dq_share(a, sdq, 64 * panel, dq_row0 + m0, h, dq_batch);
       }
     };
