@@ -108,7 +108,7 @@ void launch_bwd_kv_sm90(const BwdParams& p, cfaStream_t stream) {
 template <DType kDType, int kHeadDim, bool kWindowed, bool kAtomicDq, bool kPlain>
 void launch_bwd_kv(const BwdParams& p, cfaStream_t stream) {
 #if defined(CFA_FAMILY_SM90)
-  if constexpr (kAtomicDq && kOrdersDqInMainPass) {
+  if constexpr (kAtomicDq) {
     if (p.dq_turns) return launch_bwd_kv_sm90<kDType, kHeadDim, kWindowed, DqMode::kOrdered, kPlain>(p, stream);
   }
   launch_bwd_kv_sm90<kDType, kHeadDim, kWindowed, kAtomicDq ? DqMode::kAtomic : DqMode::kSeparatePass, kPlain>(p, stream);
