@@ -255,13 +255,13 @@ def test_ordered_dq_is_bitwise_reproducible_and_correct(n_q, n_k, h_q, h_kv, d, 
 @needs_cuda
 @pytest.mark.gpu
 @pytest.mark.parametrize("mask", [None, "causal", "window"])
-@pytest.mark.parametrize("d", [64, 128])
-def test_ordered_dq_on_a_grid_past_the_resident_workgroups(mask, d):
+@pytest.mark.parametrize("d, q_heads", [(64, 1), (128, 2)])
+def test_ordered_dq_on_a_grid_past_the_resident_workgroups(mask, d, q_heads):
     # 32K keys: 256 key blocks per head, more than the GPU holds at once, so a workgroup waits for
-    # turns of workgroups dispatched long before it. Under a mask the KV grid runs reversed, except
-    # at D = 128, where the group's rows (2 x 32K x 128 x 8 bytes) exceed L2 and the workgroups walk
-    # from the last query block (kernels/launch.h's dq_walks_from_last).
-    inputs, grads = ordered_dq_case(32768, 32768, 2, 1, d, mask, seed=1)
+    # turns of workgroups dispatched long before it. Under a mask the KV grid runs reversed for one
+    # query head; with two, the group's rows (2 x 32K x 128 x 8 bytes) exceed half of L2 and the
+    # workgroups walk from the last query block (kernels/launch.h's dq_walks_from_last).
+    inputs, grads = ordered_dq_case(32768, 32768, q_heads, 1, d, mask, seed=1)
     first, again = grads(True), grads(True)
     assert all(torch.equal(a, b) for a, b in zip(first, again))
     for a, b in zip(first, grads(False)):

@@ -35,12 +35,14 @@ inline bool orders_dq(KernelFamily f, const BwdParams& p) {
 
 // Whether ordered dQ walks each workgroup's query blocks from the last with the group's query
 // heads inner (BwdParams::dq_from_last) rather than head by head from the diagonal: under a mask
-// and GQA where one KV head's Q, dO and fp32 dQ rows (G x N_q x D x 8 bytes) exceed what L2 holds.
+// and GQA where one KV head's Q, dO and fp32 dQ rows (G x N_q x D x 8 bytes) exceed half of L2.
 // There, head by head leaves the resident workgroups spread over the group's heads and L2 misses
 // most of their reads (bench/results/dq_order_model.md); elsewhere the diagonal-first order wins,
-// because its turns do not chain (walking from the last lost 4-15% there, bench/results/ab_bwd_h200.md).
+// because its turns do not chain (walking from the last lost 4-15% there, bench/results/ab_bwd_h200.md; at
+// half of L2, b18, 32/8 N=8K and 64/8 N=4K causal gained 11-14%).
 inline bool dq_walks_from_last(const BwdParams& p) {
-  constexpr int64_t kL2Bytes = int64_t(50) << 20;  // H100 50 MB, H200 60 MB
+  // Half of L2 (H100 50 MB, H200 60 MB): the rows share it with K, V and the other heads' traffic.
+  constexpr int64_t kL2Bytes = int64_t(25) << 20;
   const int64_t rows_bytes = int64_t(p.group_size()) * p.seqlen_q * p.head_dim * 8;
   return p.dq_turns && p.windowed && p.group_size() > 1 && rows_bytes > kL2Bytes;
 }
