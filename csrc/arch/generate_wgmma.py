@@ -6,7 +6,7 @@ rather than written by hand. Run: python csrc/arch/generate_wgmma.py (output is 
 from pathlib import Path
 
 TYPES = {"__half": "f16", "__nv_bfloat16": "bf16"}
-NS = (64, 96, 128, 192, 256)  # 96: the backward's dK, dV at D = 96
+NS = (32, 64, 96, 128, 192, 256)  # 32: S^T, dP^T of the backward above D = 128; 96: dK, dV at D = 96
 
 
 def wrapper(ctype, ptx, n):

@@ -74,8 +74,9 @@ CFA_DEVICE void pin(const uint32_t (&a)[1][kK][4]) {
 }
 
 // Issues s = Q K^T for consumer warpgroup `wg` (rows 64 wg.. of the kQRows-row Q tile) over the
-// first kD columns (a multiple of 16).
-template <typename T, int kN, int kD, int kQRows>
+// first kD columns (a multiple of 16); K^T's kN rows may start inside a kKRows-row tile (sK at a
+// multiple of 8 rows).
+template <typename T, int kN, int kD, int kQRows, int kKRows = kN>
 CFA_DEVICE void wgmma_qk(Acc<1, kN>& s, const T* sQ, const T* sK, int wg) {
   const SmemDesc q(sQ + wg * 64 * 64, 16, 1024), k(sK, 16, 1024);  // Q from row 64 * wg
 #pragma unroll
@@ -84,7 +85,7 @@ CFA_DEVICE void wgmma_qk(Acc<1, kN>& s, const T* sQ, const T* sK, int wg) {
     // applies the swizzle to the final address bits.
     const int panel = kk / 4, step = (kk % 4) * 16;
     Wgmma<T, kN>::ss(s.x, q.at<T>(panel * SmemTile<kQRows, 64>::kPanel + step),
-                     k.at<T>(panel * SmemTile<kN, 64>::kPanel + step), kk > 0);
+                     k.at<T>(panel * SmemTile<kKRows, 64>::kPanel + step), kk > 0);
   }
 }
 
@@ -97,6 +98,17 @@ CFA_DEVICE void wgmma_pv(Acc<1, kD>& o, const PFrag<T, 1, kN>& pf, const T* sV) 
   const SmemDesc v(sV, SmemTile<kN, 64>::kPanel * int(sizeof(T)), 1024);
 #pragma unroll
   for (int kk = 0; kk < kN / 16; ++kk) Wgmma<T, kD>::rs(o.x, pf.a[0][kk], v.at<T>(kk * 16 * 64), 1);
+}
+
+// Issues o += A B over kK = 64 inner indices: A one 64 x 64 panel in shared memory, K-major (the
+// backward's P^T or dS^T, [key][query]), B read N-major like wgmma_pv's V from a kBRows-row tile,
+// its first kN columns (whole panels, or the first half of one) into the first kN of o's columns.
+template <typename T, int kN, int kBRows, int kAccN>
+CFA_DEVICE void wgmma_pv_ss(Acc<1, kAccN>& o, const T* sA, const T* sB) {
+  static_assert(kN <= kAccN, "the product's columns are the accumulator's first");
+  const SmemDesc a(sA, 16, 1024), b(sB, SmemTile<kBRows, 64>::kPanel * int(sizeof(T)), 1024);
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) Wgmma<T, kN>::template ss<0, 1>(o.x, a.at<T>(kk * 16), b.at<T>(kk * 16 * 64), 1);
 }
 
 // Issues d = A B for 64 rows of A stored transposed and B stored N-major, both as one 64-column

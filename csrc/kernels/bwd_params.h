@@ -71,9 +71,12 @@ struct BwdParams : FwdParams {
     return GridShape{batch, num_kv_heads, num_n_blocks(), num_xcds, kv_block_offsets, dq_turns && windowed && !dq_from_last};
   }
   CFA_HOST_DEVICE int64_t dq_turn_blocks() const { return (seqlen_q + kDqTurnRows - 1) / kDqTurnRows; }
-  CFA_HOST_DEVICE int64_t dq_turns_size() const { return int64_t(batch) * num_q_heads * dq_turn_blocks() * 2; }
+  CFA_HOST_DEVICE int32_t dq_turn_panels() const { return (head_dim + 63) / 64; }
+  CFA_HOST_DEVICE int64_t dq_turns_size() const {
+    return int64_t(batch) * num_q_heads * dq_turn_blocks() * dq_turn_panels();
+  }
   CFA_HOST_DEVICE int32_t* dq_turn(int32_t b, int32_t h, int32_t m_block, int panel) const {
-    return dq_turns + ((int64_t(b) * num_q_heads + h) * dq_turn_blocks() + m_block) * 2 + panel;
+    return dq_turns + ((int64_t(b) * num_q_heads + h) * dq_turn_blocks() + m_block) * dq_turn_panels() + panel;
   }
   // One KV head's K, V, dK and dV slabs of sequence b, as element type T (rows row_stride apart).
   template <typename T>

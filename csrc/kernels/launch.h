@@ -11,26 +11,26 @@ namespace chiplet_fa {
 
 struct KernelGeometry {
   int fwd_block_m;     // query rows per forward workgroup (fixes num_m_blocks for the mapping)
-  int bwd_block_n;     // keys per workgroup of the backward main pass (fixes num_n_blocks)
   int bwd_dq_block_m;  // query rows per workgroup of the deterministic dQ pass
   int bwd_row_pad;     // softmax_d and lse_log2 rows are padded to whole blocks of this many
   bool fwd_persistent;  // the forward runs persistent workers: FwdParams::tile_counters needed
 };
 
-// The sm90 backward gives each of its two consumer warpgroups 64 keys; its forward is persistent.
-constexpr KernelGeometry geometry(KernelFamily f) {
-  const bool sm90 = f == KernelFamily::kSm90;
-  return KernelGeometry{128, sm90 ? 128 : 64, 64, 64, sm90};
-}
+// The sm90 forward is persistent.
+constexpr KernelGeometry geometry(KernelFamily f) { return KernelGeometry{128, 64, 64, f == KernelFamily::kSm90}; }
+
+// Keys per workgroup of the backward main pass (fixes num_n_blocks) for the instantiation at
+// head_dim: the sm90 backward gives each of its two consumer warpgroups 64 keys up to D = 128,
+// and above shares 64 keys between them (kernels/sm90/bwd_kernel.h).
+constexpr int bwd_block_n(KernelFamily f, int head_dim) { return f == KernelFamily::kSm90 && head_dim <= 128 ? 128 : 64; }
 
 // Whether a deterministic backward on family f is given BwdParams::dq_turns, to add dQ by ordered
-// reductions instead of a separate dQ pass: the sm90 main pass (head dims up to 128; wider ones run
-// the mma_sync backward's column slices), under a head-first order on one L2 domain, which
+// reductions instead of a separate dQ pass: the sm90 main pass, under a head-first order on one L2 domain, which
 // dispatches each KV row's n-blocks in the order of the turns. (Orders swizzled over several
 // domains interleave rows: a workgroup could wait for one not yet dispatched.)
 inline bool orders_dq(KernelFamily f, const BwdParams& p) {
   const bool head_first = p.mapping == Mapping::kHeadFirst || (p.mapping == Mapping::kSwizzledHeadFirst && p.num_xcds <= 1);
-  return f == KernelFamily::kSm90 && p.deterministic && p.head_dim <= 128 && head_first;
+  return f == KernelFamily::kSm90 && p.deterministic && head_first;
 }
 
 // Whether ordered dQ walks each workgroup's query blocks from the last with the group's query

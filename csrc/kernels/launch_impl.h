@@ -85,7 +85,7 @@ void run_fwd(const FwdParams& p, cfaStream_t stream) {
 // The backward's main (KV-block) pass: warp-specialised in the sm90 family, generic elsewhere.
 template <typename Kv, typename Kernel, typename Args>
 void launch_main_pass(Kernel kernel, const BwdParams& p, const Args& args, cfaStream_t stream) {
-  static_assert(Kv::kBlockN == kGeometry.bwd_block_n, "the binding sizes the grid with the family's geometry");
+  static_assert(Kv::kBlockN == bwd_block_n(kFamily, Kv::kDim), "the binding sizes the grid with bwd_block_n");
   allow_smem<Kv::kSmemBytes>(kernel);
   const int64_t grid = p.launch_size(p.kv_grid_shape(), p.total_k, Kv::kBlockN);
   CFA_LAUNCH(kernel, dim3(unsigned(grid)), dim3(Kv::kThreads), Kv::kSmemBytes, stream, args);
@@ -132,25 +132,27 @@ void run_bwd(const BwdParams& p, cfaStream_t stream) {
   using Dq = BwdDqConfig<kDType, kHeadDim>;
   static_assert(Dq::kBlockM == kGeometry.bwd_dq_block_m, "the binding sizes the dQ grid with the family's geometry");
   fill_grid(p.cu_seqlens_q, p.batch, p.total_q, p.seqlen_q, Dq::kBlockM, p.block_offsets, false, stream);
-  fill_grid(p.cu_seqlens_k, p.batch, p.total_k, p.seqlen_k, kGeometry.bwd_block_n, p.kv_block_offsets, true, stream);
+  fill_grid(p.cu_seqlens_k, p.batch, p.total_k, p.seqlen_k, p.block_n, p.kv_block_offsets, true, stream);
   // kPreprocessLanes per padded row and head of the longest sequence, one grid row per sequence.
   const int64_t lanes = int64_t(p.seqlen_q + p.stats_pad - 1) / p.stats_pad * p.stats_pad * p.num_q_heads *
                         kPreprocessLanes;
   constexpr int kPreThreads = 256;
   CFA_LAUNCH(bwd_preprocess_kernel<T>, dim3(unsigned((lanes + kPreThreads - 1) / kPreThreads), unsigned(p.batch)),
              dim3(kPreThreads), 0, stream, p);
-  // One main (and dQ) launch per column slice of a head dim above 128 (bwd_slices), one below.
-  for (BwdParams slice = p; slice.slice_col0 < p.head_dim; slice.slice_col0 += bwd_slice_dim(kHeadDim)) {
-    if (p.deterministic && !(p.dq_turns && kOrdersDqInMainPass)) {
-      run_bwd_kv<kDType, kHeadDim, kWindowed, false>(slice, stream);
-      auto dq = bwd_dq_kernel<kDType, kHeadDim, kWindowed>;
-      allow_smem<Dq::kSmemBytes>(dq);
-      const int64_t grid = p.launch_size(p.grid_shape(), p.total_q, Dq::kBlockM);
-      CFA_LAUNCH(dq, dim3(unsigned(grid)), dim3(Dq::kThreads), Dq::kSmemBytes, stream, slice);
-    } else {
-      run_bwd_kv<kDType, kHeadDim, kWindowed, true>(slice, stream);
-    }
+  // The generic kernels take head dims above 128 in column slices (bwd_slices), a launch each;
+  // sm90's main pass takes them whole.
+  const bool dq_pass = p.deterministic && !(p.dq_turns && kOrdersDqInMainPass);
+  constexpr int kMainSlice = kFamily == KernelFamily::kSm90 ? kHeadDim : bwd_slice_dim(kHeadDim);
+  for (BwdParams slice = p; slice.slice_col0 < p.head_dim; slice.slice_col0 += kMainSlice) {
+    if (dq_pass) run_bwd_kv<kDType, kHeadDim, kWindowed, false>(slice, stream);
+    else run_bwd_kv<kDType, kHeadDim, kWindowed, true>(slice, stream);
   }
+  if (!dq_pass) return;
+  auto dq = bwd_dq_kernel<kDType, kHeadDim, kWindowed>;
+  allow_smem<Dq::kSmemBytes>(dq);
+  const int64_t grid = p.launch_size(p.grid_shape(), p.total_q, Dq::kBlockM);
+  for (BwdParams slice = p; slice.slice_col0 < p.head_dim; slice.slice_col0 += bwd_slice_dim(kHeadDim))
+    CFA_LAUNCH(dq, dim3(unsigned(grid)), dim3(Dq::kThreads), Dq::kSmemBytes, stream, slice);
 }
 
 }  // namespace chiplet_fa::CFA_FAMILY

@@ -70,13 +70,6 @@ inline void check_head_dim(const char* op, KernelFamily family, bool backward, i
                     " kernels support head_dim up to ", widest, ", got ", head_dim);
 }
 
-// sm90's warp-specialised backward stops at head dim 128; wider heads run the mma_sync backward,
-// which every CUDA build compiles for each of its archs, sm_90 included.
-inline KernelFamily bwd_family(KernelFamily family, int64_t head_dim) {
-  const bool wider = head_dim > max_head_dim(KernelFamily::kSm90, true);
-  return family == KernelFamily::kSm90 && wider ? KernelFamily::kMmaSync : family;
-}
-
 inline void check_launched(bool launched, const char* op, const at::Tensor& q, KernelFamily family) {
   TORCH_CHECK(launched, op, ": no ", q.scalar_type(), " ", family_name(family), " kernel for head_dim ", q.size(-1),
               " in this build (rebuild with CHIPLET_FA_DTYPES / CHIPLET_FA_HDIMS covering it)");
@@ -113,14 +106,16 @@ inline FwdResult fwd_with_kernels(const FwdArgs& a, const std::optional<at::Tens
   return {out, lse};
 }
 
-// The backward (dense or packed) on the kernels of `device_family` (the device's; sm90 hands head
-// dims above 128 to mma_sync), with num_xcds=-1 meaning `detected_xcds`.
-inline BwdResult bwd_with_kernels(const BwdArgs& a, KernelFamily device_family, int detected_xcds, cfaStream_t stream) {
+// The backward (dense or packed) on `family`'s kernels, with num_xcds=-1 meaning `detected_xcds`.
+inline BwdResult bwd_with_kernels(const BwdArgs& a, KernelFamily family, int detected_xcds, cfaStream_t stream) {
   const int64_t D = a.q.size(-1), d8 = (D + 7) / 8 * 8;
-  const KernelFamily family = bwd_family(device_family, D);
   const KernelGeometry g = geometry(family);
+  // Keys per workgroup: those of the instantiation that runs (a reduced build may lack the
+  // smallest head dim that covers D; check_launched reports a build with none).
+  const DType kernel_dtype = a.q.scalar_type() == at::kBFloat16 ? DType::kBFloat16 : DType::kFloat16;  // checked below
+  const int block_n = bwd_block_n(family, std::max(built_bwd_head_dim(family, kernel_dtype, int(d8)), int(d8)));
   BwdTensors t;
-  BwdParams p = prepare_bwd(a, g.bwd_dq_block_m, g.bwd_block_n, g.bwd_row_pad, detected_xcds, t);
+  BwdParams p = prepare_bwd(a, g.bwd_dq_block_m, block_n, g.bwd_row_pad, detected_xcds, t);
   const DType dtype = check_kernel_dtype(a.op(), a.q);
   check_head_dim(a.op(), family, true, D);
   if (p.total_q == 0 || p.total_k == 0) {  // no query or no key: every gradient is zero
@@ -132,7 +127,7 @@ inline BwdResult bwd_with_kernels(const BwdArgs& a, KernelFamily device_family, 
   p.block_offsets = q_grid.defined() ? q_grid.data_ptr<int32_t>() : nullptr;
   p.kv_block_offsets = k_grid.defined() ? k_grid.data_ptr<int32_t>() : nullptr;
   TORCH_CHECK_VALUE(p.launch_size(p.grid_shape(), p.total_q, g.bwd_dq_block_m) <= INT32_MAX &&
-                        p.launch_size(p.kv_grid_shape(), p.total_k, g.bwd_block_n) <= INT32_MAX,
+                        p.launch_size(p.kv_grid_shape(), p.total_k, block_n) <= INT32_MAX,
                     a.op(), ": the workgroup grids must fit a 1-D grid (< 2^31)");
 
   const at::Tensor qk = kernel_layout(a.q, d8), kk = kernel_layout(a.k, d8), vk = kernel_layout(a.v, d8);

@@ -7,7 +7,7 @@ namespace chiplet_fa {
 
 constexpr int max_head_dim(KernelFamily family, bool backward) {
   if (family == KernelFamily::kMmaSync) return backward ? 256 : 256;
-  if (family == KernelFamily::kSm90) return backward ? 128 : 256;
+  if (family == KernelFamily::kSm90) return backward ? 256 : 256;
   if (family == KernelFamily::kCdna3) return backward ? 128 : 128;
   return 0;
 }

@@ -22,6 +22,12 @@
 // computes panel c every step; at D = 64 the consumers take the one panel in turn (step parity),
 // so a query block's share is one product and one reduction, and ordered dQ has one chain of
 // turns per panel.
+// Above D = 128 (kWide) 64 keys of dK and dV would take 2 x D/2 registers a thread: the consumers
+// share one block of 64 keys instead, consumer c holding dK, dV columns [128 c, 128 c + 128). Each
+// computes S^T, dP^T for 32 of the block's 64 queries, writes its P^T and dS^T halves to shared
+// memory, and after the dS^T barrier both read the whole of them for dV += P^T dO and dK += dS^T Q
+// over their own columns. The dQ panels go to the consumers in turn, the odd one (D = 192) to the
+// consumer with 64 columns.
 #pragma once
 #include <type_traits>
 
@@ -54,10 +60,14 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
   // panel stays 64 columns, whose excess the reduction drops.
   static constexpr int kCols = kHeadDim;
   static_assert(kCols % 32 == 0 && kCols <= kDim, "head dims of whole 32-column halves of a panel");
-  static constexpr int kBlockN = 64 * kConsumers;
+  static constexpr bool kWide = kDim > 128;
+  static_assert(!kWide || (kCols == kDim && kDim <= 256), "wide heads: whole panels, up to 256 columns");
+  static constexpr int kBlockN = kWide ? 64 : 64 * kConsumers;
   static constexpr int kBlockM = 64;
-  static constexpr int kStages = 2;
-  static_assert(kDim == 64 || kDim == 128, "sm_90a backward: head dims up to 128");
+  static constexpr int kScoreCols = kWide ? kBlockM / kConsumers : kBlockM;  // queries of a consumer's S^T
+  static constexpr int kKeyCols = kWide ? 128 : kCols;                       // dK, dV columns a consumer holds
+  // At D = 256 a second stage of Q and dO (64 KB) does not fit beside K, V, P^T, dS^T and dQ's staging.
+  static constexpr int kStages = kDim > 192 ? 1 : 2;
   static_assert(geometry(kFamily).bwd_row_pad % kBlockM == 0, "query blocks read lse_log2 and D unchecked");
   static_assert(BwdParams::kDqTurnRows == kBlockM, "a dQ turn per query block");
 
@@ -66,20 +76,27 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
   static constexpr int kPanels = kDim / arch::kTmaBoxCols;
   // What the copy engine brings into a stage: Q, dO, lse_log2 and D of one query block.
   static constexpr uint32_t kStageBytes = 2 * QTile::kElems * sizeof(T) + 2 * kBlockM * sizeof(float);
-  using DsTile = arch::SmemTile<kBlockN, kBlockM>;  // dS^T, [key][query]: one 64-column panel
-  using SAcc = arch::Acc<1, kBlockM>;           // a warp's 16 keys x 64 queries
-  using KeyAcc = arch::Acc<1, kCols>;           // a warp's 16 keys x D
+  using DsTile = arch::SmemTile<kBlockN, kBlockM>;  // dS^T (and kWide's P^T), [key][query]: one panel
+  using SAcc = arch::Acc<1, kScoreCols>;        // a warp's 16 keys x its consumer's queries
+  using KeyAcc = arch::Acc<1, kKeyCols>;        // a warp's 16 keys x its consumer's dK, dV columns
   using DqAcc = arch::Acc<1, 64>;               // a warp's 16 queries x 64 dQ columns
   static constexpr bool kAddsDq = kDq != DqMode::kSeparatePass, kOrdered = kDq == DqMode::kOrdered;
   static constexpr int kDqHeadPanels = kDim / 64;
-  static_assert(kDqHeadPanels == kConsumers || kDqHeadPanels == 1, "a dQ panel per consumer, or one in turn");
+  static_assert(kWide || kDqHeadPanels == kConsumers || kDqHeadPanels == 1, "a dQ panel per consumer, or one in turn");
   // Panel p of step it is consumer dq_owner(p, it)'s: each consumer stages a share every kDqEvery steps.
-  static constexpr int kDqEvery = kConsumers / kDqHeadPanels;
-  static CFA_DEVICE int dq_owner(int p, int it) { return kDqEvery == 1 ? p : it % kConsumers; }
-  // Ordered dQ stages a consumer's shares in two buffers in turn (the writer frees one while the
-  // consumer fills the other); atomic dQ in one, restaged once the copy engine has read it.
-  static constexpr int kDqBuffers = kOrdered ? 2 : 1;
-  static CFA_DEVICE int dq_buffer(int c, int it) { return c * kDqBuffers + (it / kDqEvery) % kDqBuffers; }
+  static constexpr int kDqEvery = kWide ? 1 : kConsumers / kDqHeadPanels;
+  static CFA_DEVICE int dq_owner(int p, int it) {
+    if constexpr (kWide) return (p + kDqHeadPanels) % kConsumers;
+    return kDqEvery == 1 ? p : it % kConsumers;
+  }
+  // Below D = 128 ordered dQ stages a consumer's shares in two buffers in turn (the writer frees one
+  // while the consumer fills the other), atomic dQ in one, restaged once the copy engine has read
+  // it; kWide stages each panel in a buffer of its own. A buffer takes a share every kDqReuse steps.
+  static constexpr int kDqBuffers = kOrdered && !kWide ? 2 : 1;
+  static constexpr int kDqSlots = kWide ? kDqHeadPanels : kConsumers * kDqBuffers, kDqReuse = kDqEvery * kDqBuffers;
+  static CFA_DEVICE int dq_slot(int p, int it) {
+    return kWide ? p : dq_owner(p, it) * kDqBuffers + (it / kDqEvery) % kDqBuffers;
+  }
   // The producer's threads that load query blocks: all but the dQ writer's warp when there is one.
   static constexpr int kLoaders = kOrdered ? kWgThreads - 32 : kWgThreads;
   // fp32 dQ staging: panels of 64 rows x 32 floats (one 128-byte swizzle row), laid out as the
@@ -113,8 +130,9 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
     T v[KVTile::kElems];
     T q[kStages][QTile::kElems];
     T dout[kStages][QTile::kElems];
-    T ds_t[kAddsDq ? 2 : 0][DsTile::kElems];  // alternate per step: one barrier a step suffices
-    alignas(1024) float dq[kAddsDq ? kConsumers * kDqBuffers : 0][kDqPanels * kDqPanelElems];  // TMA: 1024-byte aligned
+    T ds_t[kAddsDq || kWide ? 2 : 0][DsTile::kElems];  // alternate per step: one barrier a step suffices
+    T p_t[kWide ? 2 : 0][DsTile::kElems];
+    alignas(1024) float dq[kAddsDq ? kDqSlots : 0][kDqPanels * kDqPanelElems];  // TMA: 1024-byte aligned
     float lse_log2[kStages][kBlockM];
     float delta[kStages][kBlockM];
     Barriers bar;
@@ -124,8 +142,8 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
   static_assert(kSmemBytes <= 227 * 1024, "shared memory per workgroup on sm_90");
   // Named barriers (0 is __syncthreads): dS^T complete; a dQ staging buffer complete (atomic:
   // among its consumer's threads; ordered: for the writer); a staging buffer free again (ordered).
-  static constexpr int kDsBarrier = 1, kDqBarrier = 2, kDqFree = 2 + kConsumers * kDqBuffers;
-  static_assert(kDqFree + kConsumers * kDqBuffers <= 16, "sm_90 has 16 named barriers");
+  static constexpr int kDsBarrier = 1, kDqBarrier = 2, kDqFree = 2 + kDqSlots;
+  static_assert(kDqFree + kDqSlots <= 16, "sm_90 has 16 named barriers");
   static constexpr int kWriterBarrierThreads = kWgThreads + 32;
 
   static CFA_DEVICE Keys keys_of(const BwdParams& p, const KvTile& tile) {
@@ -269,14 +287,16 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
     const int steps = p.group_size() * (keys.rows.end - keys.rows.first);
     walk<false>(p, keys, [&](int it, int h, int m, auto) {
       // Each buffer is freed once per share staged in it: the first shares' up front, the others'
-      // a consumer share ahead, so a free never meets the previous one's barrier phase.
+      // kDqReuse - 1 steps ahead, once its previous share (step it - 1's) is complete, so a free
+      // never meets the previous one's barrier phase.
       for (int panel = 0; panel < kDqHeadPanels; ++panel) {
-        if (it < kDqEvery) arch::named_barrier_arrive(kDqFree + dq_buffer(dq_owner(panel, it), it), kWriterBarrierThreads);
-        const int next = it + kDqEvery;
-        if (next < steps) arch::named_barrier_arrive(kDqFree + dq_buffer(dq_owner(panel, next), next), kWriterBarrierThreads);
+        for (int j = 0; it == 0 && j < kDqReuse - 1 && j < steps; ++j)
+          arch::named_barrier_arrive(kDqFree + dq_slot(panel, j), kWriterBarrierThreads);
+        const int next = it + kDqReuse - 1;
+        if (next < steps) arch::named_barrier_arrive(kDqFree + dq_slot(panel, next), kWriterBarrierThreads);
       }
       for (int panel = 0; panel < kDqHeadPanels; ++panel) {
-        const int b = dq_buffer(dq_owner(panel, it), it);
+        const int b = dq_slot(panel, it);
         arch::named_barrier_sync(kDqBarrier + b, kWriterBarrierThreads);
         if (leader) {
           if (m >= keys.before.first && m < keys.before.end)
@@ -315,14 +335,26 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
     arch::mbarrier_arrive_on_copies(&sm.bar.full[stage]);
   }
 
+  // A consumer's packed P^T or dS^T (its warp's 16 keys from row0, its queries from column q0)
+  // into a [key][query] tile: fragment word j of k-step kk holds the pair at index kk * 8 + 2j.
+  static CFA_DEVICE void stage_t(T* tile, const arch::PFrag<T, 1, kScoreCols>& f, int row0, int q0, int l) {
+#pragma unroll
+    for (int kk = 0; kk < kScoreCols / 16; ++kk)
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const int i = kk * 8 + 2 * j;
+        *reinterpret_cast<uint32_t*>(tile + DsTile::offset(row0 + SAcc::row(i, l), q0 + SAcc::col(i, l))) = f.a[0][kk][j];
+      }
+  }
+
   static CFA_DEVICE void consume(const TmaBwdParams& a, Smem& sm, const Keys& keys, int cw) {
     const BwdParams& p = a.p;
     const int lane = threadIdx.x % 32;
     const int warp = threadIdx.x / 32 - kWgThreads / 32;  // 0..7 over both consumers
     const int wg_tid = threadIdx.x % kWgThreads;
     const KvTile& tile = keys.tile;
-    const int n0 = keys.n0;
-    const int key0 = n0 + warp * 16;  // the warp's first key
+    const int row0 = (kWide ? warp % 4 : warp) * 16;  // the warp's first key in the block
+    const int key0 = keys.n0 + row0;
     const float scale = float(p.softmax_scale);
     const int dq_row0 = int(keys.seq.q_start), dq_batch = p.cu_seqlens_q ? 0 : tile.batch;  // dq's coordinates
 
@@ -330,10 +362,10 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
 #pragma unroll
     for (int i = 0; i < KeyAcc::kSize; ++i) dk.x[i] = dv.x[i] = 0.f;
 
-    // P^T of one block, packed for dV += P^T dO; s keeps P^T times the logit's derivative (1
-    // without a softcap), which dS^T needs. Masked is a compile-time variant, like kPlain: the
-    // common case stays one FFMA and one exp2 per score.
-    auto probabilities = [&](SAcc& s, arch::PFrag<T, 1, kBlockM>& pf, const float* lse_log2, int m0,
+    // P^T of one block (queries from m0), packed for dV += P^T dO; s keeps P^T times the logit's
+    // derivative (1 without a softcap), which dS^T needs. Masked is a compile-time variant, like
+    // kPlain: the common case stays one FFMA and one exp2 per score.
+    auto probabilities = [&](SAcc& s, arch::PFrag<T, 1, kScoreCols>& pf, const float* lse_log2, int m0,
                              const ScoreMod& mod, auto masked) {
       auto hidden = [&](int i) {
         const int key = key0 + SAcc::row(i, lane), row = m0 + SAcc::col(i, lane);
@@ -363,18 +395,23 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
       }
     };
 
-    // This consumer's dQ share of step it, if it has one: a 64-column panel of dS K over every key,
-    // staged in shared memory for the writer (ordered) or added by its thread 0 (atomic).
-    auto dq_share = [&](int it, int h, int m0, const T* ds_t, int wcw, int l) {
-      const int panel = kDqEvery == 1 ? wcw : 0;
-      if (dq_owner(panel, it) != wcw) return arch::wgmma_wait<0>();  // only dK += dS^T Q to finish
+    // dS^T = P^T (dP^T - D), packed.
+    auto score_grads = [&](const SAcc& s, SAcc& dp, arch::PFrag<T, 1, kScoreCols>& dsf, const float* delta) {
+#pragma unroll
+      for (int i = 0; i < SAcc::kSize; ++i) dp.x[i] = s.x[i] * (dp.x[i] - delta[SAcc::col(i, lane)]);
+      arch::pack_p(dsf, dp);
+    };
+
+    // Panel `panel` of step it's dQ share, this consumer's: dS K over every key, staged in shared
+    // memory for the writer (ordered) or added by the consumer's thread 0 (atomic).
+    auto dq_share = [&](int it, int h, int m0, const T* ds_t, int panel, int l) {
       DqAcc dq;
       arch::wgmma_fence();
       arch::wgmma_tn<T, kBlockN, kBlockN, kBlockN>(dq, ds_t, sm.k + panel * KVTile::kPanel);
       arch::wgmma_commit();
       arch::wgmma_wait<0>();
       arch::pin(dq.x);
-      const int b = dq_buffer(wcw, it);
+      const int b = dq_slot(panel, it);
       float* sdq = sm.dq[b];
       if constexpr (kOrdered) arch::named_barrier_sync(kDqFree + b, kWriterBarrierThreads);
       const int rows_left = int(keys.seq.len_q) - m0;  // rows of this block inside the sequence
@@ -396,60 +433,96 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
       }
     };
 
-    auto step = [&](int it, int h, int m0, const ScoreMod& mod, auto masked) {
-      const int stage = it % kStages;
+    // dS^T (and kWide's P^T) staged: once both consumers have theirs there, dQ may read them.
+    auto staged_barrier = [&] {
+      arch::fence_async_proxy();
+      // Before this consumer restages dQ, the copy engine must have read its previous shares.
+      if (kAddsDq && !kOrdered && wg_tid == 0) arch::bulk_wait_read<0>();
+      arch::named_barrier_sync(kDsBarrier, kConsumers * kWgThreads);
+    };
+
+    // kWide: S^T, dP^T of this consumer's queries; P^T and dS^T staged for both consumers; then
+    // dV += P^T dO and dK += dS^T Q over this consumer's columns, all operands in shared memory.
+    auto wide_products = [&](int it, int stage, int m0, const ScoreMod& mod, auto masked, int wcw, int l) {
       const T* sQ = sm.q[stage];
       const T* sdO = sm.dout[stage];
-      const float* lse_log2 = sm.lse_log2[stage];
-      const float* delta = sm.delta[stage];
-      arch::mbarrier_wait(&sm.bar.full[stage], (it / kStages) & 1);
-      arch::fence_async_proxy();  // a packed sequence's last block came by cp.async (generic proxy)
+      const int q0 = wcw * kScoreCols;
       SAcc s, dp;
-      // The descriptors from a warp-uniform cw each step, so they live in uniform registers (held
-      // across the loop, they spill); the staging addresses from an opaque lane, likewise.
-      const int wcw = arch::warp_uniform(cw), l = arch::opaque(lane);
       arch::wgmma_fence();
-      arch::wgmma_qk<T, kBlockM, kCols, kBlockN>(s, sm.k, sQ, wcw);
+      arch::wgmma_qk<T, kScoreCols, kCols, kBlockN, kBlockM>(s, sm.k, sQ + q0 * 64, 0);
       arch::wgmma_commit();
-      arch::wgmma_qk<T, kBlockM, kCols, kBlockN>(dp, sm.v, sdO, wcw);
+      arch::wgmma_qk<T, kScoreCols, kCols, kBlockN, kBlockM>(dp, sm.v, sdO + q0 * 64, 0);
       arch::wgmma_commit();
       arch::wgmma_wait<1>();
       arch::pin(s.x);
-      arch::PFrag<T, 1, kBlockM> pf, dsf;
-      probabilities(s, pf, lse_log2, m0, mod, masked);
-      arch::wgmma_fence();
-      arch::wgmma_pv<T, kBlockM, kCols>(dv, pf, sdO);
-      arch::wgmma_commit();
-      arch::wgmma_wait<1>();  // dP^T (dV += P^T dO may still run)
+      arch::PFrag<T, 1, kScoreCols> pf, dsf;
+      probabilities(s, pf, sm.lse_log2[stage] + q0, m0 + q0, mod, masked);
+      arch::wgmma_wait<0>();
       arch::pin(dp.x);
-#pragma unroll
-      for (int i = 0; i < SAcc::kSize; ++i) dp.x[i] = s.x[i] * (dp.x[i] - delta[SAcc::col(i, lane)]);  // dS^T
-      arch::pack_p(dsf, dp);
+      score_grads(s, dp, dsf, sm.delta[stage] + q0);
+      stage_t(sm.p_t[it % 2], pf, row0, q0, l);
+      stage_t(sm.ds_t[it % 2], dsf, row0, q0, l);
+      staged_barrier();
+      // Consumer 1's columns from panel 2 on: 128 of them, or 64 at D = 192.
+      auto key_products = [&](auto cols) {
+        arch::wgmma_pv_ss<T, decltype(cols)::value, kBlockM>(dv, sm.p_t[it % 2], sdO + 2 * wcw * QTile::kPanel);
+        arch::wgmma_pv_ss<T, decltype(cols)::value, kBlockM>(dk, sm.ds_t[it % 2], sQ + 2 * wcw * QTile::kPanel);
+      };
       arch::wgmma_fence();
-      arch::wgmma_pv<T, kBlockM, kCols>(dk, dsf, sQ);
+      if (wcw == 0) key_products(std::integral_constant<int, kKeyCols>{});
+      else key_products(std::integral_constant<int, kCols - kKeyCols>{});
       arch::wgmma_commit();
-      if constexpr (kAddsDq) {
-        T* ds_t = sm.ds_t[it % 2];
+    };
+
+    auto step = [&](int it, int h, int m0, const ScoreMod& mod, auto masked) {
+      const int stage = it % kStages;
+      arch::mbarrier_wait(&sm.bar.full[stage], (it / kStages) & 1);
+      arch::fence_async_proxy();  // a packed sequence's last block came by cp.async (generic proxy)
+      // The descriptors from a warp-uniform cw each step, so they live in uniform registers (held
+      // across the loop, they spill); the staging addresses from an opaque lane, likewise.
+      const int wcw = arch::warp_uniform(cw), l = arch::opaque(lane);
+      if constexpr (kWide) {
+        wide_products(it, stage, m0, mod, masked, wcw, l);
+        if constexpr (kAddsDq)
 #pragma unroll
-        for (int kk = 0; kk < kBlockM / 16; ++kk)
-#pragma unroll
-          for (int j = 0; j < 4; ++j) {  // fragment word j holds the pair at accumulator index kk * 8 + 2j
-            const int i = kk * 8 + 2 * j;
-            *reinterpret_cast<uint32_t*>(ds_t + DsTile::offset(warp * 16 + SAcc::row(i, l), SAcc::col(i, l))) =
-                dsf.a[0][kk][j];
-          }
-        arch::fence_async_proxy();
-        // Before this consumer restages dQ, the copy engine must have read the previous share.
-        if (!kOrdered && wg_tid == 0) arch::bulk_wait_read<0>();
-        arch::named_barrier_sync(kDsBarrier, kConsumers * kWgThreads);
-        dq_share(it, h, m0, ds_t, wcw, l);
-      } else {
+          for (int panel = 0; panel < kDqHeadPanels; ++panel)
+            if (dq_owner(panel, it) == wcw) dq_share(it, h, m0, sm.ds_t[it % 2], panel, l);
         arch::wgmma_wait<0>();
+      } else {
+        const T* sQ = sm.q[stage];
+        const T* sdO = sm.dout[stage];
+        SAcc s, dp;
+        arch::PFrag<T, 1, kScoreCols> pf, dsf;
+        arch::wgmma_fence();
+        arch::wgmma_qk<T, kBlockM, kCols, kBlockN>(s, sm.k, sQ, wcw);
+        arch::wgmma_commit();
+        arch::wgmma_qk<T, kBlockM, kCols, kBlockN>(dp, sm.v, sdO, wcw);
+        arch::wgmma_commit();
+        arch::wgmma_wait<1>();
+        arch::pin(s.x);
+        probabilities(s, pf, sm.lse_log2[stage], m0, mod, masked);
+        arch::wgmma_fence();
+        arch::wgmma_pv<T, kBlockM, kCols>(dv, pf, sdO);
+        arch::wgmma_commit();
+        arch::wgmma_wait<1>();  // dP^T (dV += P^T dO may still run)
+        arch::pin(dp.x);
+        score_grads(s, dp, dsf, sm.delta[stage]);
+        arch::wgmma_fence();
+        arch::wgmma_pv<T, kBlockM, kCols>(dk, dsf, sQ);
+        arch::wgmma_commit();
+        if constexpr (kAddsDq) {
+          T* ds_t = sm.ds_t[it % 2];
+          stage_t(ds_t, dsf, row0, 0, l);
+          staged_barrier();
+          const int panel = kDqEvery == 1 ? wcw : 0;
+          if (dq_owner(panel, it) == wcw) dq_share(it, h, m0, ds_t, panel, l);
+        }
+        arch::wgmma_wait<0>();  // dK += dS^T Q
+        arch::pin(pf.a);
+        arch::pin(dsf.a);
       }
       arch::pin(dk.x);
       arch::pin(dv.x);
-      arch::pin(pf.a);
-      arch::pin(dsf.a);
       // Every thread releases the stage: an arrival orders only its own thread's reads (here
       // lse_log2 and D; wgmma_wait covered the tensor cores' reads of Q and dO).
       arch::mbarrier_arrive(&sm.bar.empty[stage]);
@@ -463,16 +536,19 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
     }
     if constexpr (kDq == DqMode::kAtomic) arch::bulk_wait_all();
 
+    // dK, dV: kWide's consumer c holds columns [128 c, ...), 128 of them or D - 128.
     const auto kv = p.kv_slabs<T>(tile.batch, tile.kv_head, keys.seq);
+    const int col0 = kWide ? kKeyCols * cw : 0, cols = kWide && cw == 1 ? kCols - kKeyCols : kKeyCols;
 #pragma unroll
     for (int i = 0; i < KeyAcc::kSize; i += 2) {
-      const int key = key0 + KeyAcc::row(i, lane), col = KeyAcc::col(i, lane);
-      if (key < keys.seq.len_k && col < p.head_dim) {  // head_dim is even: the pair is in or out
+      const int key = key0 + KeyAcc::row(i, lane), c = KeyAcc::col(i, lane), col = col0 + c;
+      if (key < keys.seq.len_k && c < cols && col < p.head_dim) {  // head_dim is even: the pair is in or out
         *reinterpret_cast<uint32_t*>(kv.dk + key * p.dk_row_stride + col) = arch::pack2<T>(dk.x[i] * scale, dk.x[i + 1] * scale);
         *reinterpret_cast<uint32_t*>(kv.dv + key * p.dv_row_stride + col) = arch::pack2<T>(dv.x[i], dv.x[i + 1]);
       }
     }
   }
+
 };
 
 template <DType kDType, int kHeadDim, bool kWindowed, DqMode kDq, bool kPlain>

@@ -32,4 +32,16 @@ bool launch_kernels(KernelFamily family, DType dtype, const Params& p, cfaStream
   return false;
 }
 
+// The head dim of the instantiation launch_kernels runs for a backward of head_dim on `family`
+// (0: none built): it fixes the main pass's keys per workgroup (bwd_block_n).
+inline int built_bwd_head_dim(KernelFamily family, DType dtype, int head_dim) {
+#define CFA_CASE(KIND, NS, FAMILY, DT, HD) \
+  if (family == KernelFamily::FAMILY && dtype == DType::DT && head_dim <= HD) return HD;
+#include "kernels/instantiations/cdna3/bwd_dispatch.inc"
+#include "kernels/instantiations/mma_sync/bwd_dispatch.inc"
+#include "kernels/instantiations/sm90/bwd_dispatch.inc"
+#undef CFA_CASE
+  return 0;
+}
+
 }  // namespace chiplet_fa
