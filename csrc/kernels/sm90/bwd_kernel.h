@@ -474,6 +474,14 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
       arch::wgmma_commit();
     };
 
+    // Every thread releases the stage: an arrival orders only its own thread's reads (here
+    // lse_log2 and D; wgmma_wait covered the tensor cores' reads of Q and dO).
+    auto release = [&](int stage) {
+      arch::pin(dk.x);
+      arch::pin(dv.x);
+      arch::mbarrier_arrive(&sm.bar.empty[stage]);
+    };
+
     auto step = [&](int it, int h, int m0, const ScoreMod& mod, auto masked) {
       const int stage = it % kStages;
       arch::mbarrier_wait(&sm.bar.full[stage], (it / kStages) & 1);
@@ -483,11 +491,13 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
       const int wcw = arch::warp_uniform(cw), l = arch::opaque(lane);
       if constexpr (kWide) {
         wide_products(it, stage, m0, mod, masked, wcw, l);
+        arch::wgmma_wait<0>();
+        // Q, dO, lse_log2 and D are read: the next block loads under dQ (D = 256 has one stage).
+        release(stage);
         if constexpr (kAddsDq)
 #pragma unroll
           for (int panel = 0; panel < kDqHeadPanels; ++panel)
             if (dq_owner(panel, it) == wcw) dq_share(it, h, m0, sm.ds_t[it % 2], panel, l);
-        arch::wgmma_wait<0>();
       } else {
         const T* sQ = sm.q[stage];
         const T* sdO = sm.dout[stage];
@@ -520,12 +530,8 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
         arch::wgmma_wait<0>();  // dK += dS^T Q
         arch::pin(pf.a);
         arch::pin(dsf.a);
+        release(stage);
       }
-      arch::pin(dk.x);
-      arch::pin(dv.x);
-      // Every thread releases the stage: an arrival orders only its own thread's reads (here
-      // lse_log2 and D; wgmma_wait covered the tensor cores' reads of Q and dO).
-      arch::mbarrier_arrive(&sm.bar.empty[stage]);
     };
 
     if (keys.rows.first < keys.rows.end) {
