@@ -6,7 +6,7 @@ from hypothesis import strategies as st
 
 import chiplet_fa
 from devices import DEVICES_AND_EMULATOR as DEVICES
-from devices import torch_device
+from devices import built_gpu_head_dims, torch_device
 from reference import assert_close_to_ref, attention_ref, fully_masked_rows
 
 MAPPINGS = ("auto",) + chiplet_fa.MAPPINGS
@@ -18,7 +18,8 @@ GPU_DTYPES = (torch.float16, torch.bfloat16)
 # GPU kernels take head dims in steps of 8; others are padded by the binding. The emulated CDNA3
 # kernels (gfx942's 64 KB of LDS) stop at 128.
 GPU_HEAD_DIMS = tuple(range(8, 257, 8)) + (20, 100)
-KERNEL_HEAD_DIMS = {"cuda": GPU_HEAD_DIMS, "emulated": tuple(d for d in GPU_HEAD_DIMS if d <= 128)}
+KERNEL_HEAD_DIMS = {"cuda": tuple(built_gpu_head_dims(GPU_HEAD_DIMS)),
+                    "emulated": tuple(d for d in GPU_HEAD_DIMS if d <= 128)}
 # Largest lengths and KV heads drawn: the emulator runs a GPU-shaped problem ~1000x slower.
 MAX_LEN = {"cpu": 260, "cuda": 400, "emulated": 200}
 MAX_KV_HEADS = {"cpu": 3, "cuda": 4, "emulated": 2}

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 import chiplet_fa
 from _bwd_reference import attention_ref as diff_ref
-from devices import DEVICES
+from devices import DEVICES, built_gpu_head_dims
 from reference import assert_close_to_ref, attention_ref, varlen_ref
 
 OUT_FLOOR = {torch.float16: 1e-3, torch.bfloat16: 8e-3, torch.float32: 1e-5, torch.float64: 1e-10}
@@ -39,7 +39,7 @@ def dtypes_for(device):
 def head_dims_for(device):
     # Above 128 the GPU backward runs sm90's shared-key kernel (200 on its D = 256 instantiation)
     # or, elsewhere, two column slices.
-    gpu = [8, 16, 24, 40, 64, 72, 128] + ([200, 256] if device == "cuda" else [])
+    gpu = [8, 16, 24, 40, 64, 72, 128] + (built_gpu_head_dims([200, 256]) if device == "cuda" else [])
     return st.sampled_from(gpu) if device != "cpu" else st.integers(1, 72)
 
 

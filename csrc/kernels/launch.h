@@ -22,7 +22,9 @@ constexpr KernelGeometry geometry(KernelFamily f) { return KernelGeometry{128, 6
 // Keys per workgroup of the backward main pass (fixes num_n_blocks) for the instantiation at
 // head_dim: the sm90 backward gives each of its two consumer warpgroups 64 keys up to D = 128,
 // and above shares 64 keys between them (kernels/sm90/bwd_kernel.h).
-constexpr int bwd_block_n(KernelFamily f, int head_dim) { return f == KernelFamily::kSm90 && head_dim <= 128 ? 128 : 64; }
+constexpr int bwd_block_n(KernelFamily f, int head_dim) {
+  return f == KernelFamily::kSm90 && head_dim <= 128 ? 128 : 64;
+}
 
 // Whether a deterministic backward on family f is given BwdParams::dq_turns, to add dQ by ordered
 // reductions instead of a separate dQ pass: the sm90 main pass, under a head-first order on one L2 domain, which

@@ -1,6 +1,7 @@
 // FlashAttention-2 backward main pass for sm_90a, warp-specialised like kernels/sm90/fwd_kernel.h.
-// A workgroup owns kBlockN = 128 keys of one KV head (map_kv_workgroup, ACC = KV head) and
-// produces their dK and dV; unless kDq is kSeparatePass it also adds every query block's dQ share.
+// A workgroup owns kBlockN keys (128; 64 above D = 128, kWide below) of one KV head
+// (map_kv_workgroup, ACC = KV head) and produces their dK and dV; unless kDq is kSeparatePass it
+// also adds every query block's dQ share.
 //   producer   (warpgroup 0) copies K and V once (cp.async), then Q, dO, lse_log2 and D of each
 //              query block of the group's query heads (in walk()'s order) into a ring of kStages buffers,
 //              by the copy engine on one thread's instructions (TMA), guarded by mbarriers (full:
@@ -343,7 +344,8 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
         const int i = kk * 8 + 2 * j;
-        *reinterpret_cast<uint32_t*>(tile + DsTile::offset(row0 + SAcc::row(i, l), q0 + SAcc::col(i, l))) = f.a[0][kk][j];
+        const int offset = DsTile::offset(row0 + SAcc::row(i, l), q0 + SAcc::col(i, l));
+        *reinterpret_cast<uint32_t*>(tile + offset) = f.a[0][kk][j];
       }
   }
 
@@ -469,7 +471,9 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
         arch::wgmma_pv_ss<T, decltype(cols)::value, kBlockM>(dk, sm.ds_t[it % 2], sQ + 2 * wcw * QTile::kPanel);
       };
       arch::wgmma_fence();
-      if (wcw == 0) key_products(std::integral_constant<int, kKeyCols>{});
+      // One path where both consumers have 128 columns: where two paths meet with the accumulators
+      // in flight, ptxas adds a warpgroup.arrive before the products (C7519).
+      if (kCols == 2 * kKeyCols || wcw == 0) key_products(std::integral_constant<int, kKeyCols>{});
       else key_products(std::integral_constant<int, kCols - kKeyCols>{});
       arch::wgmma_commit();
     };
