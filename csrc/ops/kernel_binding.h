@@ -113,7 +113,8 @@ inline BwdResult bwd_with_kernels(const BwdArgs& a, KernelFamily family, int det
   // Keys per workgroup: those of the instantiation that runs (a reduced build may lack the
   // smallest head dim that covers D; check_launched reports a build with none).
   const DType kernel_dtype = a.q.scalar_type() == at::kBFloat16 ? DType::kBFloat16 : DType::kFloat16;  // checked below
-  const int block_n = bwd_block_n(family, std::max(built_bwd_head_dim(family, kernel_dtype, int(d8)), int(d8)));
+  const int built = built_bwd_head_dim(family, kernel_dtype, int(d8));
+  const int block_n = bwd_block_n(family, std::max(built, int(d8)));
   BwdTensors t;
   BwdParams p = prepare_bwd(a, g.bwd_dq_block_m, block_n, g.bwd_row_pad, detected_xcds, t);
   const DType dtype = check_kernel_dtype(a.op(), a.q);
@@ -141,7 +142,10 @@ inline BwdResult bwd_with_kernels(const BwdArgs& a, KernelFamily family, int det
   point_at(p, qk, kk, vk, ok);
   point_grads_at(p, dok, dk, dv, dq_accum);
   p.head_dim = int32_t(d8);
-  const at::Tensor dq_turns = orders_dq(family, p) ? at::zeros({p.dq_turns_size()}, a.q.options().dtype(at::kInt)) : at::Tensor();
+  // Ordered dQ keeps a turn per 64-column panel of the head dim: an instantiation with more panels
+  // (a reduced build running a wider one) would share turns between query blocks, so it takes the dQ pass.
+  const bool ordered = orders_dq(family, p) && (built + 63) / 64 == p.dq_turn_panels();
+  const at::Tensor dq_turns = ordered ? at::zeros({p.dq_turns_size()}, a.q.options().dtype(at::kInt)) : at::Tensor();
   p.dq_turns = dq_turns.defined() ? dq_turns.data_ptr<int32_t>() : nullptr;
   p.dq_from_last = dq_walks_from_last(p);
   check_launched(launch_kernels(family, dtype, p, stream), a.op(), a.q, family);
