@@ -99,7 +99,7 @@ BwdParams make_params(int head_dim, Masks masks, bool backward, Buffers& buf) {
   if (!backward) return p;
   p.stats_pad = g.bwd_row_pad;
   p.stats_rows = (kSeqQ + g.bwd_row_pad - 1) / g.bwd_row_pad * g.bwd_row_pad;
-  p.block_n = g.bwd_block_n;
+  p.block_n = bwd_block_n(KernelFamily::kCdna3, head_dim);
   p.do_batch_stride = p.q_batch_stride, p.do_row_stride = p.q_row_stride, p.do_head_stride = p.q_head_stride;
   p.dk_batch_stride = p.k_batch_stride, p.dk_row_stride = p.k_row_stride, p.dk_head_stride = p.k_head_stride;
   p.dv_batch_stride = p.v_batch_stride, p.dv_row_stride = p.v_row_stride, p.dv_head_stride = p.v_head_stride;
