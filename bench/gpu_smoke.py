@@ -109,7 +109,7 @@ def masked_packed_cases():
     lens_q, lens_k = [200, 0, 333, 1, 129], [150, 7, 333, 64, 300]
     cu_q, cu_k = (torch.tensor([0] + list(itertools.accumulate(lens)), dtype=torch.int32, device="cuda")
                   for lens in (lens_q, lens_k))
-    for mask, dtype, d in itertools.product(MASKS, [torch.bfloat16, torch.float16], [64, 128, 56]):
+    for mask, dtype, d in itertools.product(MASKS, [torch.bfloat16, torch.float16], [64, 128, 56, 256]):
         if not built("fwd", dtype, d) or not built("bwd", dtype, d):
             continue
         causal, window, softcap = mask.get("causal", False), mask.get("window", (-1, -1)), mask.get("softcap", 0.0)
