@@ -10,14 +10,20 @@
 namespace chiplet_fa {
 
 struct KernelGeometry {
-  int fwd_block_m;     // query rows per forward workgroup (fixes num_m_blocks for the mapping)
   int bwd_dq_block_m;  // query rows per workgroup of the deterministic dQ pass
   int bwd_row_pad;     // softmax_d and lse_log2 rows are padded to whole blocks of this many
   bool fwd_persistent;  // the forward runs persistent workers: FwdParams::tile_counters needed
 };
 
 // The sm90 forward is persistent.
-constexpr KernelGeometry geometry(KernelFamily f) { return KernelGeometry{128, 64, 64, f == KernelFamily::kSm90}; }
+constexpr KernelGeometry geometry(KernelFamily f) { return KernelGeometry{64, 64, f == KernelFamily::kSm90}; }
+
+// Query rows per forward workgroup (fixes num_m_blocks for the mapping) for the instantiation at
+// head_dim: the sm90 forward has three consumer warpgroups of 64 rows up to D = 64, two above
+// (kernels/sm90/fwd_kernel.h).
+constexpr int fwd_block_m(KernelFamily f, int head_dim) {
+  return f == KernelFamily::kSm90 && head_dim <= 64 ? 192 : 128;
+}
 
 // Keys per workgroup of the backward main pass (fixes num_n_blocks) for the instantiation at
 // head_dim: the sm90 backward gives each of its two consumer warpgroups 64 keys up to D = 128,

@@ -70,6 +70,13 @@ inline void check_head_dim(const char* op, KernelFamily family, bool backward, i
                     " kernels support head_dim up to ", widest, ", got ", head_dim);
 }
 
+// The head dim of the instantiation a call of head dim d8 runs, for the tile sizes it fixes: d8
+// itself where the build has none that covers it (check_launched then reports the call).
+inline int tile_head_dim(KernelFamily family, const at::Tensor& q, int64_t d8, bool backward) {
+  const DType dtype = q.scalar_type() == at::kBFloat16 ? DType::kBFloat16 : DType::kFloat16;  // checked elsewhere
+  return std::max(built_head_dim(family, dtype, int(d8), backward), int(d8));
+}
+
 inline void check_launched(bool launched, const char* op, const at::Tensor& q, KernelFamily family) {
   TORCH_CHECK(launched, op, ": no ", q.scalar_type(), " ", family_name(family), " kernel for head_dim ", q.size(-1),
               " in this build (rebuild with CHIPLET_FA_DTYPES / CHIPLET_FA_HDIMS covering it)");
@@ -80,7 +87,8 @@ inline void check_launched(bool launched, const char* op, const at::Tensor& q, K
 // writes into given_out when there is one.
 inline FwdResult fwd_with_kernels(const FwdArgs& a, const std::optional<at::Tensor>& given_out, KernelFamily family,
                                   int detected_xcds, cfaStream_t stream) {
-  const int block_m = geometry(family).fwd_block_m;
+  const int64_t D = a.q.size(-1), d8 = (D + 7) / 8 * 8;
+  const int block_m = fwd_block_m(family, tile_head_dim(family, a.q, d8, false));
   at::Tensor out, lse;
   FwdParams p = prepare_fwd(a, block_m, detected_xcds, out, lse, given_out);
   const DType dtype = check_kernel_dtype(a.op(), a.q);
@@ -96,7 +104,6 @@ inline FwdResult fwd_with_kernels(const FwdArgs& a, const std::optional<at::Tens
   TORCH_CHECK_VALUE(p.launch_size(p.grid_shape(), p.total_q, block_m) <= INT32_MAX, a.op(),
                     ": batch * num_heads * ceil(seqlen_q / ", block_m, ") must fit a 1-D grid (< 2^31)");
 
-  const int64_t D = a.q.size(-1), d8 = (D + 7) / 8 * 8;
   const at::Tensor qk = kernel_layout(a.q, d8), kk = kernel_layout(a.k, d8), vk = kernel_layout(a.v, d8);
   const at::Tensor ok = d8 == D && kernel_layout(out, d8).data_ptr() == out.data_ptr() ? out : padded_like(out, d8);
   point_at(p, qk, kk, vk, ok);
@@ -111,10 +118,9 @@ inline BwdResult bwd_with_kernels(const BwdArgs& a, KernelFamily family, int det
   const int64_t D = a.q.size(-1), d8 = (D + 7) / 8 * 8;
   const KernelGeometry g = geometry(family);
   // Keys per workgroup: those of the instantiation that runs (a reduced build may lack the
-  // smallest head dim that covers D; check_launched reports a build with none).
-  const DType kernel_dtype = a.q.scalar_type() == at::kBFloat16 ? DType::kBFloat16 : DType::kFloat16;  // checked below
-  const int built = built_bwd_head_dim(family, kernel_dtype, int(d8));
-  const int block_n = bwd_block_n(family, std::max(built, int(d8)));
+  // smallest head dim that covers D).
+  const int built = tile_head_dim(family, a.q, d8, true);
+  const int block_n = bwd_block_n(family, built);
   BwdTensors t;
   BwdParams p = prepare_bwd(a, g.bwd_dq_block_m, block_n, g.bwd_row_pad, detected_xcds, t);
   const DType dtype = check_kernel_dtype(a.op(), a.q);

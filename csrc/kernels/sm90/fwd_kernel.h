@@ -1,15 +1,16 @@
 // FlashAttention forward for sm_90a, warp-specialised in the manner FlashAttention-3 describes.
 // Persistent workers (kernels/sm90/tile_scheduler.h), one per SM, each take 128 x D output tiles
-// from the work queue of their L2 domain, in map_workgroup's order. A worker has three warpgroups:
+// from the work queue of their L2 domain, in map_workgroup's order. A worker has a producer and
+// two consumer warpgroups (three up to D = 64: 192 x D tiles):
 //   producer    (one warp of warpgroup 0) has the copy engine (TMA) bring each tile's Q and its
 //               K/V blocks into a ring of kStages buffers; mbarriers per buffer say "landed"
 //               (k_full, v_full: the bytes arrived) and "free again" (k_empty, v_empty), q_full and
 //               q_empty do the same for Q. The ring runs on across tiles: the next tile's Q and
 //               first K/V blocks land while the consumers finish the last one.
-//   consumers   (warpgroups 1, 2) own 64 query rows each. They take turns on the tensor cores
-//               (two named barriers, "ping-pong"): while one warpgroup's QK^T and PV products
-//               run, the other computes its softmax, which on one workgroup per SM would
-//               otherwise leave the tensor cores idle for a third of every step.
+//   consumers   (warpgroups 1, 2, ...) own 64 query rows each. They take turns on the tensor
+//               cores (a named barrier each, "ping-pong"): while one warpgroup's QK^T and PV
+//               products run, the others compute their softmax, which on one workgroup per SM
+//               would otherwise leave the tensor cores idle for a third of every step.
 // Per step a consumer issues QK^T of this key block and PV of the previous one back to back,
 // hands the turn over, runs the softmax of this block as soon as QK^T is complete (PV still
 // running), then rescales O and packs P once PV is done. O goes from registers to global memory
@@ -33,11 +34,19 @@ namespace chiplet_fa::CFA_FAMILY {
 
 // 65536 / 384 = 168 registers a thread at launch; the producer, which only issues copies, gives
 // most of its share to the consumers (40 * 128 + 232 * 256 <= 168 * 384; at 24 or 32 its per-tile
-// mapping arithmetic spills more, and the consumers need no more than 232).
+// mapping arithmetic spills more, and the consumers need no more than 232). Up to D = 64 a
+// consumer's O takes 32 registers and its scores 64 + 32 packed, so three consumers fit 160 each
+// (32 * 128 + 160 * 384 = 128 * 512): every K/V block then serves 192 rows, half as many again,
+// and a third warpgroup's softmax hides the other two's products (FlashAttention-3's tile there).
+template <int kDim>
+using FwdWarps = std::conditional_t<(kDim <= 64), arch::WarpSpecialised<3, 32, 160>, arch::WarpSpecialised<2, 40, 232>>;
+
 // kPlain: scores without softcap or ALiBi, a kernel of its own so that the common case keeps the
 // registers and instruction footprint of a loop without them.
 template <DType kDType, int kHeadDim, bool kWindowed, bool kPlain>
-struct FwdKernel : arch::WarpSpecialised<2, 40, 232> {
+struct FwdKernel : FwdWarps<arch::padded_head_dim(kHeadDim)> {
+  using Warps = FwdWarps<arch::padded_head_dim(kHeadDim)>;
+  using Warps::kConsumers, Warps::kWgThreads, Warps::kProducerRegs, Warps::kConsumerRegs;
   using T = typename arch::Element<kDType>::type;
   static constexpr int kDim = arch::padded_head_dim(kHeadDim);
   static constexpr int kBlockM = 64 * kConsumers;
@@ -85,7 +94,9 @@ struct FwdKernel : arch::WarpSpecialised<2, 40, 232> {
   static constexpr int kInfoSlots = kQStages + 2;
   static constexpr int kSmemBytes = kTileBytes + int(sizeof(Barriers)) + kInfoSlots * int(sizeof(TileInfo));
   static_assert(kSmemBytes <= kMaxSmemBytes, "shared memory per workgroup on sm_90");
-  static constexpr int kTurnBarrier = 1;  // named barriers 1, 2: a consumer's turn (0 is __syncthreads)
+  // Named barriers 1, 2, ...: consumer c's turn (0 is __syncthreads), taken by c and handed over
+  // by the consumer before it.
+  static constexpr int kTurnBarrier = 1, kTurnThreads = 2 * kWgThreads;
 
   // Where the tiles, the K/V ring, the barriers and the tile slots are in shared memory.
   struct Slabs {
@@ -257,11 +268,11 @@ struct FwdKernel : arch::WarpSpecialised<2, 40, 232> {
     }
   }
 
-  // The consumers' turns run on from tile to tile: consumer 0 takes the first step, each step of
-  // either hands the turn to the other, and consumer 0 takes the turn consumer 1 hands over last
-  // before it stops. So one consumer starts the next tile while the other finishes the last one.
+  // The consumers' turns run on from tile to tile, in a ring: consumer 0 takes the first step, each
+  // step hands the turn to the next consumer, and consumer 0 takes the turn the last one hands
+  // over before it stops. So one consumer starts the next tile while the others finish the last one.
   static CFA_DEVICE void consume(const FwdParams& p, const Slabs& t, int cw) {
-    if (cw == 1) arch::named_barrier_arrive(kTurnBarrier, kConsumerThreads);
+    if (cw == kConsumers - 1) arch::named_barrier_arrive(kTurnBarrier, kTurnThreads);
     for (int n = 0, ring = 0;; ++n) {
       arch::mbarrier_wait(&t.bar->q_full[n % kQStages], q_phase_of(n));
       const TileInfo& info = t.info[n % kInfoSlots];
@@ -269,7 +280,7 @@ struct FwdKernel : arch::WarpSpecialised<2, 40, 232> {
       consume_tile(p, t, info, cw, arch::warp_uniform(ring), n % kQStages);
       ring += info.n_blocks();
     }
-    if (cw == 0) arch::named_barrier_sync(kTurnBarrier, kConsumerThreads);
+    if (cw == 0) arch::named_barrier_sync(kTurnBarrier, kTurnThreads);
   }
 
   static CFA_DEVICE void consume_tile(const FwdParams& p, const Slabs& t, const TileInfo& info, int cw, int ring0,
@@ -277,10 +288,12 @@ struct FwdKernel : arch::WarpSpecialised<2, 40, 232> {
     const T* sQ = t.sQ + qs * QTile::kElems;
     const ScoreMod mod(p, info.tile.batch, info.tile.q_head, info.seq);
     const int lane = threadIdx.x % 32;
-    const int warp = threadIdx.x / 32 - kWgThreads / 32;  // 0..7 over both consumers
+    const int warp = threadIdx.x / 32 - kWgThreads / 32;  // over all consumers
     const int warp_row0 = info.m0 + warp * 16;
     const int n_blocks = info.n_blocks();
-    const int turn = kTurnBarrier + cw, other_turn = kTurnBarrier + (1 - cw);
+    // (1 - cw for two: the compiler does not know cw < 2, and a modulo costs the step two instructions)
+    const int next = kConsumers == 2 ? 1 - cw : (cw + 1) % kConsumers;
+    const int turn = kTurnBarrier + cw, next_turn = kTurnBarrier + next;
 
     OAcc o;
 #pragma unroll
@@ -299,7 +312,7 @@ struct FwdKernel : arch::WarpSpecialised<2, 40, 232> {
       const int stage = cur.stage;
       if constexpr (kQK) arch::mbarrier_wait(&t.bar->k_full[stage], cur.phase);
       if constexpr (kPV) arch::mbarrier_wait(&t.bar->v_full[prev.stage], prev.phase);
-      arch::named_barrier_sync(turn, kConsumerThreads);
+      arch::named_barrier_sync(turn, kTurnThreads);
       arch::wgmma_fence();
       // QK^T first, in a group of its own: the softmax starts when it completes, while PV of
       // the previous block still runs (FA3's intra-warpgroup overlap, with no second S in
@@ -312,7 +325,7 @@ struct FwdKernel : arch::WarpSpecialised<2, 40, 232> {
         arch::wgmma_pv<T, kBlockN, kDim>(o, pf, t.sV + prev.stage * KVTile::kElems);
         arch::wgmma_commit();
       }
-      arch::named_barrier_arrive(other_turn, kConsumerThreads);
+      arch::named_barrier_arrive(next_turn, kTurnThreads);
       typename Softmax::Rescale rescale{false, {}};
       if constexpr (kQK) {
         arch::wgmma_wait<kPV ? 1 : 0>();

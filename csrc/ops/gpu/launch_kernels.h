@@ -32,14 +32,21 @@ bool launch_kernels(KernelFamily family, DType dtype, const Params& p, cfaStream
   return false;
 }
 
-// The head dim of the instantiation launch_kernels runs for a backward of head_dim on `family`
-// (0: none built): it fixes the main pass's keys per workgroup (bwd_block_n).
-inline int built_bwd_head_dim(KernelFamily family, DType dtype, int head_dim) {
+// The head dim of the instantiation launch_kernels runs for head_dim on `family` (0: none built),
+// backward or forward: it fixes the backward main pass's keys per workgroup (bwd_block_n) and the
+// forward's rows per tile (fwd_block_m).
+inline int built_head_dim(KernelFamily family, DType dtype, int head_dim, bool backward) {
 #define CFA_CASE(KIND, NS, FAMILY, DT, HD) \
   if (family == KernelFamily::FAMILY && dtype == DType::DT && head_dim <= HD) return HD;
+  if (backward) {
 #include "kernels/instantiations/cdna3/bwd_dispatch.inc"
 #include "kernels/instantiations/mma_sync/bwd_dispatch.inc"
 #include "kernels/instantiations/sm90/bwd_dispatch.inc"
+  } else {
+#include "kernels/instantiations/cdna3/fwd_dispatch.inc"
+#include "kernels/instantiations/mma_sync/fwd_dispatch.inc"
+#include "kernels/instantiations/sm90/fwd_dispatch.inc"
+  }
 #undef CFA_CASE
   return 0;
 }
