@@ -11,11 +11,11 @@ from pathlib import Path
 
 DTYPES = {"fp16": "kFloat16", "bf16": "kBFloat16"}
 # Head dims each family instantiates: a call runs in the smallest one that covers its head dim.
-# sm90 tiles are whole 64-column panels (its backward's products at D = 96 cover 96 of 128);
+# sm90 tiles are whole 64-column panels (the products at D = 96 cover 96 of 128);
 # gfx942's 64 KB of LDS stops cdna3 at 128.
 HEAD_DIMS = {
     "mma_sync": {"fwd": (32, 64, 96, 128, 192, 256), "bwd": (32, 64, 96, 128, 192, 256)},
-    "sm90": {"fwd": (64, 128, 192, 256), "bwd": (64, 96, 128, 192, 256)},
+    "sm90": {"fwd": (64, 96, 128, 192, 256), "bwd": (64, 96, 128, 192, 256)},
     "cdna3": {"fwd": (32, 64, 96, 128), "bwd": (32, 64, 96, 128)},
 }
 FAMILY_MACRO = {"mma_sync": "CFA_FAMILY_MMA_SYNC", "sm90": "CFA_FAMILY_SM90", "cdna3": "CFA_FAMILY_CDNA3"}

@@ -48,7 +48,11 @@ struct FwdKernel : FwdWarps<arch::padded_head_dim(kHeadDim)> {
   using Warps = FwdWarps<arch::padded_head_dim(kHeadDim)>;
   using Warps::kConsumers, Warps::kWgThreads, Warps::kProducerRegs, Warps::kConsumerRegs;
   using T = typename arch::Element<kDType>::type;
-  static constexpr int kDim = arch::padded_head_dim(kHeadDim);
+  static constexpr int kDim = arch::padded_head_dim(kHeadDim);  // shared-memory tiles: whole panels
+  // The columns the products cover: at D = 96 QK^T and PV skip the last panel's upper half (zero),
+  // as in the backward (kernels/sm90/bwd_kernel.h).
+  static constexpr int kCols = kHeadDim;
+  static_assert(kCols % 32 == 0 && kCols <= kDim, "head dims of whole 32-column halves of a panel");
   static constexpr int kBlockM = 64 * kConsumers;
   static constexpr int kBlockN = arch::block_n(kDim);
   static constexpr int kPanels = kDim / arch::kTmaBoxCols;
@@ -66,7 +70,7 @@ struct FwdKernel : FwdWarps<arch::padded_head_dim(kHeadDim)> {
   static constexpr int kStages = fits(kQStages, 3) ? 3 : 2;
   static constexpr uint32_t kQBytes = QTile::kElems * sizeof(T), kKVBytes = KVTile::kElems * sizeof(T);
   using SAcc = arch::Acc<1, kBlockN>;
-  using OAcc = arch::Acc<1, kDim>;
+  using OAcc = arch::Acc<1, kCols>;
   using Softmax = OnlineSoftmax<SAcc, OAcc, kBlockN, kWindowed>;
   // Full barriers take one arrival from each lane of the producer warp (lane 0's also expects the
   // copy engine's bytes); q_empty one from every consumer thread, k/v_empty one per consumer warp.
@@ -318,11 +322,11 @@ struct FwdKernel : FwdWarps<arch::padded_head_dim(kHeadDim)> {
       // the previous block still runs (FA3's intra-warpgroup overlap, with no second S in
       // registers: P of the previous block stays packed until PV is done with it).
       if constexpr (kQK) {
-        arch::wgmma_qk<T, kBlockN, kDim, kBlockM>(s, sQ, t.sK + stage * KVTile::kElems, cw);
+        arch::wgmma_qk<T, kBlockN, kCols, kBlockM>(s, sQ, t.sK + stage * KVTile::kElems, cw);
         arch::wgmma_commit();
       }
       if constexpr (kPV) {
-        arch::wgmma_pv<T, kBlockN, kDim>(o, pf, t.sV + prev.stage * KVTile::kElems);
+        arch::wgmma_pv<T, kBlockN, kCols>(o, pf, t.sV + prev.stage * KVTile::kElems);
         arch::wgmma_commit();
       }
       arch::named_barrier_arrive(next_turn, kTurnThreads);
