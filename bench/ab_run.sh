@@ -11,7 +11,8 @@
 #             limit (180 s)
 #   AB_TESTS  checks run on each patched variant after its smoke sweep (not on the tree, which the
 #             default install's checks cover), separated by ';', run from the tree's root (e.g.
-#             "python3 -P -m pytest tests/test_backward.py -q -m gpu -k ordered"); log tests.log
+#             "python3 -P -m pytest tests/test_backward.py -q -m gpu -k ordered"); log tests.log. Many
+#             tests draw float16: build CHIPLET_FA_DTYPES=bf16,fp16 when they run
 #   bash bench/ab_run.sh /tmp/a.patch /tmp/b.patch /tmp/a.patch+/tmp/b.patch
 # Results: $OUT/results.tgz, a folder per variant (0-tree, 1-<patch>, ...) with its logs and
 # the benchmark's files; the table printed last has each variant's chiplet_fa TFLOP/s and ratio.
