@@ -11,15 +11,18 @@
 #             limit (180 s)
 #   AB_TESTS  checks run on each patched variant after its smoke sweep (not on the tree, which the
 #             default install's checks cover), separated by ';', run from the tree's root (e.g.
-#             "python3 -P -m pytest tests/test_backward.py -q -m gpu -k ordered"); log tests.log. Many
-#             tests draw float16: build CHIPLET_FA_DTYPES=bf16,fp16 when they run
+#             "python3 -P -m pytest tests/test_backward.py -q -m gpu -k ordered"); log tests.log. Each
+#             is split on spaces (no quoted arguments). Many tests draw float16, so with AB_TESTS
+#             the default dtypes are bf16,fp16
 #   bash bench/ab_run.sh /tmp/a.patch /tmp/b.patch /tmp/a.patch+/tmp/b.patch
 # Results: $OUT/results.tgz, a folder per variant (0-tree, 1-<patch>, ...) with its logs and
 # the benchmark's files; the table printed last has each variant's chiplet_fa TFLOP/s and ratio.
 set -uo pipefail
 OUT=${OUT:-/tmp/chiplet_fa_out}
 mkdir -p "$OUT"
-export CHIPLET_FA_DTYPES=${CHIPLET_FA_DTYPES:-bf16} CHIPLET_FA_HDIMS=${CHIPLET_FA_HDIMS:-64,128} PYTHONUNBUFFERED=1
+default_dtypes=bf16
+[ -n "${AB_TESTS:-}" ] && default_dtypes=bf16,fp16
+export CHIPLET_FA_DTYPES=${CHIPLET_FA_DTYPES:-$default_dtypes} CHIPLET_FA_HDIMS=${CHIPLET_FA_HDIMS:-64,128} PYTHONUNBUFFERED=1
 bench=${AB_BENCH:-python3 bench/fwd.py --shapes 8,16,16,2048,64 4,32,8,4096,128 1,32,32,8192,128 1,32,32,8192,64}
 status=0
 
