@@ -58,7 +58,7 @@ inline bool plain_scores(const FwdParams& p) { return p.softcap == 0.f && !p.ali
 template <DType kDType, int kHeadDim, bool kWindowed, bool kPlain>
 void launch_fwd(const FwdParams& p, cfaStream_t stream) {
   using Cfg = FwdKernel<kDType, kHeadDim, kWindowed, kPlain>;
-  static_assert(Cfg::kBlockM == fwd_block_m(kFamily, kHeadDim), "the binding sizes the grid with the family's geometry");
+  static_assert(Cfg::kBlockM == fwd_block_m(kFamily, kHeadDim), "the binding sizes the grid with fwd_block_m");
   auto kernel = fwd_kernel<kDType, kHeadDim, kWindowed, kPlain>;
   allow_smem<Cfg::kSmemBytes>(kernel);
   fill_grid(p.cu_seqlens_q, p.batch, p.total_q, p.seqlen_q, Cfg::kBlockM, p.block_offsets, false, stream);

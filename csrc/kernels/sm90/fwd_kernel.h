@@ -1,5 +1,5 @@
 // FlashAttention forward for sm_90a, warp-specialised in the manner FlashAttention-3 describes.
-// Persistent workers (kernels/sm90/tile_scheduler.h), one per SM, each take 128 x D output tiles
+// Persistent workers (kernels/sm90/tile_scheduler.h), one per SM, each take 64 * kConsumers x D output tiles
 // from the work queue of their L2 domain, in map_workgroup's order. A worker has a producer and
 // two consumer warpgroups (three up to D = 64: 192 x D tiles):
 //   producer    (one warp of warpgroup 0) has the copy engine (TMA) bring each tile's Q and its
