@@ -111,16 +111,17 @@ CFA_DEVICE void wgmma_pv_ss(Acc<1, kAccN>& o, const T* sA, const T* sB) {
   for (int kk = 0; kk < 4; ++kk) Wgmma<T, kN>::template ss<0, 1>(o.x, a.at<T>(kk * 16), b.at<T>(kk * 16 * 64), 1);
 }
 
-// Issues d = A B for 64 rows of A stored transposed and B stored N-major, both as one 64-column
-// panel of a kRows-row tile: A^T is [kKeys][64] from a_t, B is [kKeys][64] from b (the backward's
-// dQ = dS K, with dS^T staged [key][query] and K [key][d]). Row groups of 8 are 1024 bytes apart.
-template <typename T, int kKeys, int kARows, int kBRows>
-CFA_DEVICE void wgmma_tn(Acc<1, 64>& d, const T* a_t, const T* b) {
+// Issues d = A B for 64 rows of A stored transposed and B stored N-major: A^T is [kKeys][64], one
+// 64-column panel of a kARows-row tile from a_t, B is [kKeys][kN], kN / 64 panels of a kBRows-row
+// tile from b (the backward's dQ = dS K, with dS^T staged [key][query] and K [key][d]). Row groups
+// of 8 are 1024 bytes apart.
+template <typename T, int kKeys, int kARows, int kBRows, int kN>
+CFA_DEVICE void wgmma_tn(Acc<1, kN>& d, const T* a_t, const T* b) {
   const SmemDesc da(a_t, SmemTile<kARows, 64>::kPanel * int(sizeof(T)), 1024);
   const SmemDesc db(b, SmemTile<kBRows, 64>::kPanel * int(sizeof(T)), 1024);
 #pragma unroll
   for (int kk = 0; kk < kKeys / 16; ++kk)
-    Wgmma<T, 64>::template ss<1, 1>(d.x, da.at<T>(kk * 16 * 64), db.at<T>(kk * 16 * 64), kk > 0);
+    Wgmma<T, kN>::template ss<1, 1>(d.x, da.at<T>(kk * 16 * 64), db.at<T>(kk * 16 * 64), kk > 0);
 }
 
 }  // namespace chiplet_fa::CFA_FAMILY::arch

@@ -19,10 +19,12 @@
 //              the order of the turns (waiting for the neighbour's, then passing its own once
 //              the reduction is complete). Each consumer stages into two buffers in turn, so it
 //              never waits on another workgroup unless the writer falls two shares behind.
-// dQ = dS K over all 128 keys (both consumers' dS^T), in 64-column panels: at D = 128 consumer c
-// computes panel c every step; at D = 64 the consumers take the one panel in turn (step parity),
-// so a query block's share is one product and one reduction, and ordered dQ has one chain of
-// turns per panel.
+// dQ = dS K over all 128 keys (both consumers' dS^T), in 64-column panels: the consumers take a
+// query block's whole share in turn (step parity), one product of N = D (at D = 128 its operands
+// are 48 KB of shared memory against 64 KB for two N = 64 halves) staged panel by panel, while the
+// other consumer goes on to the next block. Ordered dQ at D = 128 cannot hold that accumulator
+// beside dK and dV: there consumer c adds panel c every step. Ordered dQ has one chain of turns
+// per panel.
 // Above D = 128 (kWide) 64 keys of dK and dV would take 2 x D/2 registers a thread: the consumers
 // share one block of 64 keys instead, consumer c holding dK, dV columns [128 c, 128 c + 128). Each
 // computes S^T, dP^T for 32 of the block's 64 queries, writes its P^T and dS^T halves to shared
@@ -80,23 +82,29 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
   using DsTile = arch::SmemTile<kBlockN, kBlockM>;  // dS^T (and kWide's P^T), [key][query]: one panel
   using SAcc = arch::Acc<1, kScoreCols>;        // a warp's 16 keys x its consumer's queries
   using KeyAcc = arch::Acc<1, kKeyCols>;        // a warp's 16 keys x its consumer's dK, dV columns
-  using DqAcc = arch::Acc<1, 64>;               // a warp's 16 queries x 64 dQ columns
+  template <int kPanelsN>
+  using DqAcc = arch::Acc<1, 64 * kPanelsN>;    // a warp's 16 queries x kPanelsN dQ panels
   static constexpr bool kAddsDq = kDq != DqMode::kSeparatePass, kOrdered = kDq == DqMode::kOrdered;
   static constexpr int kDqHeadPanels = kDim / 64;
-  static_assert(kWide || kDqHeadPanels == kConsumers || kDqHeadPanels == 1, "a dQ panel per consumer, or one in turn");
+  static constexpr bool kDqInTurn = !kWide && !(kOrdered && kDqHeadPanels == kConsumers);
+  static_assert(kWide || kDqInTurn || kDqHeadPanels == kConsumers, "a dQ panel per consumer, or the share in turn");
+  static constexpr int kDqSharePanels = kDqInTurn ? kDqHeadPanels : 1;  // panels of one consumer's product
   // Panel p of step it is consumer dq_owner(p, it)'s: each consumer stages a share every kDqEvery steps.
-  static constexpr int kDqEvery = kWide ? 1 : kConsumers / kDqHeadPanels;
+  static constexpr int kDqEvery = kDqInTurn ? kConsumers : 1;
   static CFA_DEVICE int dq_owner(int p, int it) {
     if constexpr (kWide) return (p + kDqHeadPanels) % kConsumers;
-    return kDqEvery == 1 ? p : it % kConsumers;
+    return kDqInTurn ? it % kConsumers : p;
   }
-  // Below D = 128 ordered dQ stages a consumer's shares in two buffers in turn (the writer frees one
-  // while the consumer fills the other), atomic dQ in one, restaged once the copy engine has read
-  // it; kWide stages each panel in a buffer of its own. A buffer takes a share every kDqReuse steps.
-  static constexpr int kDqBuffers = kOrdered && !kWide ? 2 : 1;
-  static constexpr int kDqSlots = kWide ? kDqHeadPanels : kConsumers * kDqBuffers, kDqReuse = kDqEvery * kDqBuffers;
+  // A staging slot holds one panel of a share. Ordered dQ with one-panel shares stages a consumer's
+  // shares in two buffers in turn (the writer frees one while the consumer fills the other), atomic
+  // dQ in one, restaged once the copy engine has read it; kWide stages each panel in a slot of its
+  // own. A slot takes a share every kDqReuse steps.
+  static constexpr int kDqBuffers = kOrdered && !kWide && kDqSharePanels == 1 ? 2 : 1;
+  static constexpr int kDqSlots = kWide ? kDqHeadPanels : kConsumers * kDqBuffers * kDqSharePanels;
+  static constexpr int kDqReuse = kDqEvery * kDqBuffers;
   static CFA_DEVICE int dq_slot(int p, int it) {
-    return kWide ? p : dq_owner(p, it) * kDqBuffers + (it / kDqEvery) % kDqBuffers;
+    if constexpr (kWide) return p;
+    return (dq_owner(p, it) * kDqBuffers + (it / kDqEvery) % kDqBuffers) * kDqSharePanels + p % kDqSharePanels;
   }
   // The producer's threads that load query blocks: all but the dQ writer's warp when there is one.
   static constexpr int kLoaders = kOrdered ? kWgThreads - 32 : kWgThreads;
@@ -404,34 +412,39 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
       arch::pack_p(dsf, dp);
     };
 
-    // Panel `panel` of step it's dQ share, this consumer's: dS K over every key, staged in shared
-    // memory for the writer (ordered) or added by the consumer's thread 0 (atomic).
-    auto dq_share = [&](int it, int h, int m0, const T* ds_t, int panel, int l) {
-      DqAcc dq;
+    // Panels [panel0, panel0 + kPanelsN) of step it's dQ share, this consumer's: dS K over every
+    // key, staged in shared memory for the writer (ordered) or added by the consumer's thread 0 (atomic).
+    auto dq_share = [&](int it, int h, int m0, const T* ds_t, int panel0, int l, auto panels_n) {
+      constexpr int kPanelsN = decltype(panels_n)::value;
+      using Acc = DqAcc<kPanelsN>;
+      Acc dq;
       arch::wgmma_fence();
-      arch::wgmma_tn<T, kBlockN, kBlockN, kBlockN>(dq, ds_t, sm.k + panel * KVTile::kPanel);
+      arch::wgmma_tn<T, kBlockN, kBlockN, kBlockN>(dq, ds_t, sm.k + panel0 * KVTile::kPanel);
       arch::wgmma_commit();
       arch::wgmma_wait<0>();
       arch::pin(dq.x);
-      const int b = dq_slot(panel, it);
-      float* sdq = sm.dq[b];
-      if constexpr (kOrdered) arch::named_barrier_sync(kDqFree + b, kWriterBarrierThreads);
+      if constexpr (kOrdered)
+        for (int p = panel0; p < panel0 + kPanelsN; ++p) arch::named_barrier_sync(kDqFree + dq_slot(p, it), kWriterBarrierThreads);
       const int rows_left = int(keys.seq.len_q) - m0;  // rows of this block inside the sequence
 #pragma unroll
-      for (int i = 0; i < DqAcc::kSize; i += 2) {
-        const int r = (warp % 4) * 16 + DqAcc::row(i, l), c = DqAcc::col(i, l);
+      for (int i = 0; i < Acc::kSize; i += 2) {
+        const int r = (warp % 4) * 16 + Acc::row(i, l), c = Acc::col(i, l);
         // A select, not a product: past the end dS is 0 * (NaN) where this sequence's K or V are
         // non-finite, and in a packed batch those rows are the next sequence's.
         const bool live = r < rows_left;
-        *reinterpret_cast<float2*>(sdq + dq_staging_offset(r, c)) =
+        float* sdq = sm.dq[dq_slot(panel0 + c / 64, it)];
+        *reinterpret_cast<float2*>(sdq + dq_staging_offset(r, c % 64)) =
             make_float2(live ? dq.x[i] * scale : 0.f, live ? dq.x[i + 1] * scale : 0.f);
       }
       arch::fence_async_proxy();
       if constexpr (kOrdered) {
-        arch::named_barrier_arrive(kDqBarrier + b, kWriterBarrierThreads);  // to the writer
+        for (int p = panel0; p < panel0 + kPanelsN; ++p)  // to the writer
+          arch::named_barrier_arrive(kDqBarrier + dq_slot(p, it), kWriterBarrierThreads);
       } else {
-        arch::named_barrier_sync(kDqBarrier + b, kWgThreads);
-        if (wg_tid == 0) add_dq_share(a, sdq, 64 * panel, dq_row0 + m0, h, dq_batch);
+        arch::named_barrier_sync(kDqBarrier + dq_slot(panel0, it), kWgThreads);
+        if (wg_tid == 0)
+          for (int p = panel0; p < panel0 + kPanelsN; ++p)
+            add_dq_share(a, sm.dq[dq_slot(p, it)], 64 * p, dq_row0 + m0, h, dq_batch);
       }
     };
 
@@ -501,7 +514,7 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
         if constexpr (kAddsDq)
 #pragma unroll
           for (int panel = 0; panel < kDqHeadPanels; ++panel)
-            if (dq_owner(panel, it) == wcw) dq_share(it, h, m0, sm.ds_t[it % 2], panel, l);
+            if (dq_owner(panel, it) == wcw) dq_share(it, h, m0, sm.ds_t[it % 2], panel, l, std::integral_constant<int, 1>{});
       } else {
         const T* sQ = sm.q[stage];
         const T* sdO = sm.dout[stage];
@@ -525,16 +538,18 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
         arch::wgmma_pv<T, kBlockM, kCols>(dk, dsf, sQ);
         arch::wgmma_commit();
         if constexpr (kAddsDq) {
-          T* ds_t = sm.ds_t[it % 2];
-          stage_t(ds_t, dsf, row0, 0, l);
+          stage_t(sm.ds_t[it % 2], dsf, row0, 0, l);
           staged_barrier();
-          const int panel = kDqEvery == 1 ? wcw : 0;
-          if (dq_owner(panel, it) == wcw) dq_share(it, h, m0, ds_t, panel, l);
+          // A panel a consumer: issued while dK += dS^T Q still runs.
+          if constexpr (!kDqInTurn) dq_share(it, h, m0, sm.ds_t[it % 2], wcw, l, std::integral_constant<int, 1>{});
         }
-        arch::wgmma_wait<0>();  // dK += dS^T Q
+        arch::wgmma_wait<0>();  // dK += dS^T Q; P^T and dS^T's registers go to dQ's accumulator
         arch::pin(pf.a);
         arch::pin(dsf.a);
-        release(stage);
+        release(stage);  // dQ reads only dS^T and K
+        if constexpr (kAddsDq && kDqInTurn)
+          if (dq_owner(0, it) == wcw)
+            dq_share(it, h, m0, sm.ds_t[it % 2], 0, l, std::integral_constant<int, kDqSharePanels>{});
       }
     };
 
