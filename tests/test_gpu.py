@@ -72,6 +72,37 @@ def test_cuda_graph_capture_and_replay():
         assert torch.equal(out, want_out) and torch.equal(lse, want_lse)
 
 
+
+@pytest.mark.parametrize("deterministic", [False, True])
+def test_cuda_graph_captures_the_backward(deterministic):
+    # Training loops and the benchmarks capture the backward too: its workspaces (dQ accumulator,
+    # turn counters) must be cleared inside the graph, or the second replay adds to the first.
+    shape = (2, 300, 8, 128)
+    q, k, v, dout = (randn(*shape, seed=s) for s in range(4))
+    out, lse = torch.ops.chiplet_fa.fwd(q, k, v, causal=True)
+    bwd = lambda: torch.ops.chiplet_fa.bwd(dout, q, k, v, out, lse, causal=True,  # noqa: E731
+                                           deterministic=deterministic)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        bwd()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        grads = bwd()
+    for seed in (10, 20):
+        for i, t in enumerate((q, k, v, dout)):
+            t.copy_(randn(*shape, seed=seed + i))
+        new_out, new_lse = torch.ops.chiplet_fa.fwd(q, k, v, causal=True)
+        out.copy_(new_out)
+        lse.copy_(new_lse)
+        graph.replay()
+        for name, got, want in zip(("dq", "dk", "dv"), grads, bwd()):
+            if deterministic:
+                assert torch.equal(got, want), name
+            else:  # atomic dQ adds in any order: equal to rounding
+                torch.testing.assert_close(got, want, atol=2e-2, rtol=2e-2, msg=name)
+
 def test_runs_on_the_current_stream():
     # On a non-blocking side stream, inputs are written after a long sleep; a kernel launched
     # on any other stream would read them before they are ready.
