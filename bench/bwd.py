@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from timing import attention_flops, fmt, save_results, time_ms  # noqa: E402
+from timing import TIMING, attention_flops, fmt, save_results, time_ms  # noqa: E402
 
 import chiplet_fa  # noqa: E402,F401  (registers the operators)
 
@@ -40,19 +40,19 @@ def tflops(flops, ms):
     return flops / ms / 1e9
 
 
-def run_shape(b, hq, hkv, n, d, causal, num_xcds, mappings=MAPPINGS):
+def run_shape(b, hq, hkv, n, d, causal, num_xcds, mappings=MAPPINGS, graph=True):
     gen = torch.Generator(device="cuda").manual_seed(0)
     q, k, v = (torch.randn(b, n, h, d, device="cuda", dtype=torch.bfloat16, generator=gen)
                for h in (hq, hkv, hkv))
     dout = torch.randn(b, n, hq, d, device="cuda", dtype=torch.bfloat16, generator=gen)
     fwd_flops = attention_flops(b, hq, n, n, d, causal)
-    row = {"B": b, "H_q": hq, "H_kv": hkv, "N": n, "D": d, "causal": causal}
+    row = {"B": b, "H_q": hq, "H_kv": hkv, "N": n, "D": d, "causal": causal, "timing": TIMING[graph]}
     ops = torch.ops.chiplet_fa
 
     def bwd_ms(m, deterministic=False):
         out, lse = ops.fwd(q, k, v, None, causal, m, num_xcds)
         return time_ms(lambda: ops.bwd(dout, q, k, v, out, lse, None, causal, m, num_xcds,
-                                       deterministic))
+                                       deterministic), graph=graph)
 
     def fwd_bwd(m):
         out, lse = ops.fwd(q, k, v, None, causal, m, num_xcds)
@@ -60,7 +60,7 @@ def run_shape(b, hq, hkv, n, d, causal, num_xcds, mappings=MAPPINGS):
 
     for m in mappings:
         row[f"{m}_bwd"] = tflops(BWD_FACTOR * fwd_flops, bwd_ms(m))
-        row[f"{m}_fwdbwd"] = tflops(FWD_BWD_FACTOR * fwd_flops, time_ms(lambda: fwd_bwd(m)))
+        row[f"{m}_fwdbwd"] = tflops(FWD_BWD_FACTOR * fwd_flops, time_ms(lambda: fwd_bwd(m), graph=graph))
     row["head_first_det_bwd"] = tflops(BWD_FACTOR * fwd_flops, bwd_ms("head_first", True))
 
     leaves = [t.transpose(1, 2).detach().requires_grad_() for t in (q, k, v)]
@@ -73,9 +73,9 @@ def run_shape(b, hq, hkv, n, d, causal, num_xcds, mappings=MAPPINGS):
                                                           enable_gqa=hq != hkv)
                 out = fwd()
                 row[f"{name}_bwd"] = tflops(BWD_FACTOR * fwd_flops, time_ms(
-                    lambda: torch.autograd.grad(out, leaves, dout_t, retain_graph=True)))
+                    lambda: torch.autograd.grad(out, leaves, dout_t, retain_graph=True), graph=graph))
                 row[f"{name}_fwdbwd"] = tflops(FWD_BWD_FACTOR * fwd_flops, time_ms(
-                    lambda: torch.autograd.grad(fwd(), leaves, dout_t)))
+                    lambda: torch.autograd.grad(fwd(), leaves, dout_t), graph=graph))
                 del out
         except RuntimeError:  # backend does not support this shape
             row[f"{name}_bwd"] = row[f"{name}_fwdbwd"] = None
@@ -87,7 +87,7 @@ def best_mapping(r, kind):
 
 
 def markdown(rows, gpu, command):
-    lines = [f"# chiplet_fa backward, {gpu}, bf16 (TFLOP/s, median; bwd = 2.5x fwd FLOPs, "
+    lines = [f"# chiplet_fa backward, {gpu}, bf16 (TFLOP/s, median {rows[0]['timing']}; bwd = 2.5x fwd FLOPs, "
              "fwd+bwd = 3.5x; causal FLOPs halved)", "", f"Command: `{command}`", ""]
     for kind, title in (("bwd", "Backward"), ("fwdbwd", "Forward + backward")):
         cols = [f"{m}_{kind}" for m in MAPPINGS if f"{m}_{kind}" in rows[0]] + (["head_first_det_bwd"] if kind == "bwd" else [])
@@ -112,6 +112,9 @@ def main():
     ap.add_argument("--full", action="store_true", help="add H=128 at N=32K (about a minute more)")
     ap.add_argument("--wide", action="store_true", help="only head dims above 128: D=192 and 256 at N=8K")
     ap.add_argument("--causal", choices=["both", "yes", "no"], default="both")
+    ap.add_argument("--timing", choices=["graph", "eager"], default="graph",
+                    help="graph: replays of a CUDA graph of the calls (kernel time, no launch work); "
+                         "eager: single calls between events (adds the host's launch work)")
     ap.add_argument("--num-xcds", type=int, default=8,
                     help="domains the swizzled policies assume (8 = MI300X; NVIDIA dispatch is not round-robin)")
     ap.add_argument("--shapes", nargs="+", metavar="B,H_Q,H_KV,N,D", help="these shapes instead of the sweep")
@@ -128,7 +131,7 @@ def main():
     mappings = tuple(m for m in MAPPINGS if m in args.mappings or m == "head_first")
     rows = []
     for i, (shape, causal) in enumerate(shapes):
-        rows.append(run_shape(*shape, causal, args.num_xcds, mappings))
+        rows.append(run_shape(*shape, causal, args.num_xcds, mappings, args.timing == "graph"))
         r = rows[-1]
         print(f"[{i + 1}/{len(shapes)}] {shape} causal={causal}: bwd "
               + ", ".join(f"{m} {r[f'{m}_bwd']:.0f}" for m in mappings)

@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from timing import attention_flops, fmt, save_results, time_ms  # noqa: E402
+from timing import TIMING, attention_flops, fmt, save_results, time_ms  # noqa: E402
 
 import chiplet_fa  # noqa: E402
 
@@ -40,16 +40,16 @@ QUICK = [((1, 128, 128, 8192, 128), BOTH), ((1, 64, 8, 8192, 128), CAUSAL), ((1,
 COLUMNS = ("block_first", "head_first", "sdpa_flash", "sdpa_cudnn")
 
 
-def run_shape(b, hq, hkv, n, d, causal, num_xcds, columns):
+def run_shape(b, hq, hkv, n, d, causal, num_xcds, columns, graph):
     gen = torch.Generator(device="cuda").manual_seed(0)
     q = torch.randn(b, n, hq, d, device="cuda", dtype=torch.bfloat16, generator=gen)
     k = torch.randn(b, n, hkv, d, device="cuda", dtype=torch.bfloat16, generator=gen)
     v = torch.randn(b, n, hkv, d, device="cuda", dtype=torch.bfloat16, generator=gen)
     flops = attention_flops(b, hq, n, n, d, causal)
-    row = {"B": b, "H_q": hq, "H_kv": hkv, "N": n, "D": d, "causal": causal}
+    row = {"B": b, "H_q": hq, "H_kv": hkv, "N": n, "D": d, "causal": causal, "timing": TIMING[graph]}
     for m in MAPPINGS:
         if m in columns:
-            ms = time_ms(lambda: torch.ops.chiplet_fa.fwd(q, k, v, None, causal, m, num_xcds))
+            ms = time_ms(lambda: torch.ops.chiplet_fa.fwd(q, k, v, None, causal, m, num_xcds), graph=graph)
             row[m] = flops / ms / 1e9
     # SDPA gets K/V expanded to every query head before timing (its GQA path would expand inside).
     kx, vx = (t if hq == hkv else t.repeat_interleave(hq // hkv, 2) for t in (k, v))
@@ -60,7 +60,7 @@ def run_shape(b, hq, hkv, n, d, causal, num_xcds, columns):
         try:
             with sdpa_kernel(backend):
                 fn = lambda: F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal)  # noqa: E731
-                row[name] = flops / time_ms(fn) / 1e9
+                row[name] = flops / time_ms(fn, graph=graph) / 1e9
         except RuntimeError:
             row[name] = None  # backend does not support this shape
     return row
@@ -68,7 +68,7 @@ def run_shape(b, hq, hkv, n, d, causal, num_xcds, columns):
 
 def markdown(rows, gpu, command):
     cols = [c for c in list(MAPPINGS) + list(SDPA) if c in rows[0]]
-    lines = [f"# chiplet_fa forward, {gpu}, bf16 (TFLOP/s, median; causal FLOPs halved)", "",
+    lines = [f"# chiplet_fa forward, {gpu}, bf16 (TFLOP/s, median {rows[0]['timing']}; causal FLOPs halved)", "",
              f"Command: `{command}`", "",
              "| B | H_q | H_kv | N | D | causal | " + " | ".join(cols)
              + " | head_first / block_first | head_first / flash | head_first / cuDNN |",
@@ -107,6 +107,9 @@ def main():
                     help="restrict the sweep's causal values (the small shapes are causal only)")
     ap.add_argument("--all-columns", action="store_true",
                     help="also the swizzled policies and SDPA's memory-efficient backend")
+    ap.add_argument("--timing", choices=["graph", "eager"], default="graph",
+                    help="graph: replays of a CUDA graph of the calls (kernel time, no launch work); "
+                         "eager: single calls between events (adds the host's launch work)")
     ap.add_argument("--num-xcds", type=int, default=8,
                     help="domains the swizzled policies assume (8 = MI300X; NVIDIA dispatch is not round-robin)")
     ap.add_argument("--shapes", nargs="+", metavar="B,H_Q,H_KV,N,D",
@@ -124,7 +127,7 @@ def main():
     rows = []
     bar = tqdm(total=len(shapes), unit="shape") if tqdm else None
     for i, (shape, causal) in enumerate(shapes):
-        rows.append(run_shape(*shape, causal, args.num_xcds, columns))
+        rows.append(run_shape(*shape, causal, args.num_xcds, columns, args.timing == "graph"))
         r = rows[-1]
         line = (f"{shape} causal={causal}: head_first {r['head_first']:.0f}, block_first "
                 f"{fmt(r.get('block_first'))}, flash {fmt(r.get('sdpa_flash'))}, cudnn {fmt(r.get('sdpa_cudnn'))}")
