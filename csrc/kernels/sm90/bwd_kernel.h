@@ -23,8 +23,9 @@
 // query block's whole share in turn (step parity), one product of N = D (at D = 128 its operands
 // are 48 KB of shared memory against 64 KB for two N = 64 halves) staged panel by panel, while the
 // other consumer goes on to the next block. Ordered dQ at D = 128 cannot hold that accumulator
-// beside dK and dV: there consumer c adds panel c every step. Ordered dQ has one chain of turns
-// per panel.
+// beside dK and dV: there consumer c adds panel c every step. A one-panel product (D = 64, or
+// that panel) is issued while dK's product still runs; a wider one after it, in P^T and dS^T's
+// registers. Ordered dQ has one chain of turns per panel.
 // Above D = 128 (kWide) 64 keys of dK and dV would take 2 x D/2 registers a thread: the consumers
 // share one block of 64 keys instead, consumer c holding dK, dV columns [128 c, 128 c + 128). Each
 // computes S^T, dP^T for 32 of the block's 64 queries, writes its P^T and dS^T halves to shared
@@ -540,14 +541,17 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
         if constexpr (kAddsDq) {
           stage_t(sm.ds_t[it % 2], dsf, row0, 0, l);
           staged_barrier();
-          // A panel a consumer: issued while dK += dS^T Q still runs.
-          if constexpr (!kDqInTurn) dq_share(it, h, m0, sm.ds_t[it % 2], wcw, l, std::integral_constant<int, 1>{});
+          // One panel's accumulator fits beside the pending dK product: issued while it runs.
+          if constexpr (kDqSharePanels == 1) {
+            const int panel = kDqInTurn ? 0 : wcw;
+            if (dq_owner(panel, it) == wcw) dq_share(it, h, m0, sm.ds_t[it % 2], panel, l, std::integral_constant<int, 1>{});
+          }
         }
         arch::wgmma_wait<0>();  // dK += dS^T Q; P^T and dS^T's registers go to dQ's accumulator
         arch::pin(pf.a);
         arch::pin(dsf.a);
         release(stage);  // dQ reads only dS^T and K
-        if constexpr (kAddsDq && kDqInTurn)
+        if constexpr (kAddsDq && kDqSharePanels > 1)
           if (dq_owner(0, it) == wcw)
             dq_share(it, h, m0, sm.ds_t[it % 2], 0, l, std::integral_constant<int, kDqSharePanels>{});
       }
