@@ -74,18 +74,19 @@ for s in "$@"; do
     l2) python3 bench/l2_measure.py --out "$OUT" ${L2_ARGS:---block-n 128 --wgs-per-cu 1} 2>&1 | tee "$OUT/l2.log" | tail -20 || status=1 ;;
     l2bwd) python3 bench/bwd_l2_measure.py --out "$OUT" 2>&1 | tee "$OUT/l2bwd.log" | tail -12 || status=1 ;;
     profile)
-      # Nsight Compute on one launch each of the sm90 forward and backward main pass (bf16, D=128,
-      # the plain variants; PROFILE_SHAPE="B,H_q,H_kv,N" default 1,128,128,8192, PROFILE_CAUSAL=1
-      # for the causal mask) and the forward's SASS. PROFILE_BWD names the backward's modes, each a
+      # Nsight Compute on one launch each of the sm90 forward and backward main pass (bf16, the
+      # plain variants; PROFILE_SHAPE="B,H_q,H_kv,N" default 1,128,128,8192, PROFILE_HDIM default
+      # 128, PROFILE_CAUSAL=1 for the causal mask) and the forward's SASS. PROFILE_BWD names the backward's modes, each a
       # report of its own: "atomic" (default) and/or "det" (the deterministic mode: ordered dQ).
       ncu_sections="--section SpeedOfLight --section ComputeWorkloadAnalysis --section WarpStateStats \
         --section SchedulerStats --section SourceCounters \
         --metrics regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio"
       IFS=, read -r pb phq phkv pn <<< "${PROFILE_SHAPE:-1,128,128,8192}"
       pcausal=$([ "${PROFILE_CAUSAL:-0}" = 1 ] && echo True || echo False)
+      phd=${PROFILE_HDIM:-128}
       setup="import torch, chiplet_fa
-q, do = (torch.randn($pb, $pn, $phq, 128, device='cuda', dtype=torch.bfloat16) for _ in range(2))
-k, v = (torch.randn($pb, $pn, $phkv, 128, device='cuda', dtype=torch.bfloat16) for _ in range(2))
+q, do = (torch.randn($pb, $pn, $phq, $phd, device='cuda', dtype=torch.bfloat16) for _ in range(2))
+k, v = (torch.randn($pb, $pn, $phkv, $phd, device='cuda', dtype=torch.bfloat16) for _ in range(2))
 o, lse = torch.ops.chiplet_fa.fwd(q, k, v, None, $pcausal, 'head_first', 8)"
       profiles=(profile_fwd)
       ncu --kernel-name regex:fwd_kernel --launch-skip 1 --launch-count 1 $ncu_sections -o "$OUT/profile_fwd" \
@@ -109,15 +110,15 @@ torch.cuda.synchronize()" > /dev/null 2>&1 || status=1
         # Warp-state samples per SASS instruction: which instructions the stalls sit on.
         ncu -i "$OUT/$f.ncu-rep" --page source --print-source sass --csv > "$OUT/${f}_sass.csv" 2>&1
       done
-      fwd_sym='sm9010fwd_kernelILNS_5DTypeE1ELi128ELb0ELb1E'  # sm90::fwd_kernel<bf16, 128, !windowed, plain>
+      fwd_sym="sm9010fwd_kernelILNS_5DTypeE1ELi${phd}ELb0ELb1E"  # sm90::fwd_kernel<bf16, D, !windowed, plain>
       cuobjdump -sass "$so" | awk -v s="$fwd_sym" '$0 ~ "Function : .*" s {p=1; print; next} p && /Function : / {p=0} p' \
-        > "$OUT/sass_fwd_hdim128.txt"
+        > "$OUT/sass_fwd_hdim$phd.txt"
       for f in "${profiles[@]}"; do
         echo "-- $f"
         grep -E "Issued Ipc|No Eligible|Compute \(SM\) Throughput|Memory Throughput|Warp Cycles Per Issued|stalled" \
           "$OUT/$f.txt" | awk '!/stalled/ || $NF > 0.05' | sed 's/smsp__average_warps_issue_stalled_//' | head -30
       done
-      echo "forward SASS: $(grep -c '^ */\*[0-9a-f]*\*/' "$OUT/sass_fwd_hdim128.txt") instructions" ;;
+      echo "forward SASS: $(grep -c '^ */\*[0-9a-f]*\*/' "$OUT/sass_fwd_hdim$phd.txt") instructions" ;;
     bwd) timeout ${BWD_TIMEOUT:-400} python3 bench/bwd.py --out "$OUT" ${BWD_ARGS:-} 2>&1 | tee "$OUT/bwd.log" | tail -20 || status=1 ;;
     varlen) python3 bench/varlen.py --out "$OUT" 2>&1 | tee "$OUT/varlen.log" | tail -20 || status=1 ;;
     models) timeout ${MODELS_TIMEOUT:-580} python3 bench/models.py --out "$OUT" ${MODELS_ARGS:-} 2>&1 | tee "$OUT/models.log" | tail -25 || status=1 ;;
