@@ -59,17 +59,21 @@ TIMING = {True: f"of CUDA-graph replays below {GRAPH_MIN_MS:g} ms a call, of sin
 
 def _graph_ms(fn, eager_ms, min_total_ms, max_reps):
     """Milliseconds per call of fn from replays of one graph holding enough calls (eager_ms each)
-    to fill GRAPH_MIN_MS. The graph's private memory pool is freed before returning."""
+    to fill GRAPH_MIN_MS. The capture runs on the current stream unless that is the default one
+    (which cannot be captured): autograd runs a backward on its forward's stream, so a benchmark
+    that keeps a forward for repeated backwards makes it on a side stream of its own, and the
+    capture follows it there. The graph's private memory pool is freed before returning."""
     calls = max(1, min(256, math.ceil(GRAPH_MIN_MS / max(eager_ms, 1e-3))))
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):  # first-call work (workspaces, plans) stays out of the capture
+    current = torch.cuda.current_stream()
+    stream = current if current != torch.cuda.default_stream() else torch.cuda.Stream()
+    stream.wait_stream(current)
+    with torch.cuda.stream(stream):  # first-call work (workspaces, plans) stays out of the capture
         fn()
-    torch.cuda.current_stream().wait_stream(side)
     g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
+    with torch.cuda.graph(g, stream=stream):
         for _ in range(calls):
             fn()
+    current.wait_stream(stream)
     g.replay()
     ms = _median_ms(g.replay, True, min_total_ms, max_reps, calls)
     del g
