@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from timing import TIMING, attention_flops, fmt, save_results, time_ms  # noqa: E402
+from timing import TIMING, add_timing_argument, attention_flops, fmt, save_results, time_ms  # noqa: E402
 
 import chiplet_fa  # noqa: E402,F401  (registers the operators)
 
@@ -112,9 +112,7 @@ def main():
     ap.add_argument("--full", action="store_true", help="add H=128 at N=32K (about a minute more)")
     ap.add_argument("--wide", action="store_true", help="only head dims above 128: D=192 and 256 at N=8K")
     ap.add_argument("--causal", choices=["both", "yes", "no"], default="both")
-    ap.add_argument("--timing", choices=["graph", "eager"], default="graph",
-                    help="graph: replays of a CUDA graph of the calls (kernel time, no launch work); "
-                         "eager: single calls between events (adds the host's launch work)")
+    add_timing_argument(ap)
     ap.add_argument("--num-xcds", type=int, default=8,
                     help="domains the swizzled policies assume (8 = MI300X; NVIDIA dispatch is not round-robin)")
     ap.add_argument("--shapes", nargs="+", metavar="B,H_Q,H_KV,N,D", help="these shapes instead of the sweep")

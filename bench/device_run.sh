@@ -76,8 +76,9 @@ for s in "$@"; do
     profile)
       # Nsight Compute on one launch each of the sm90 forward and backward main pass (bf16, the
       # plain variants; PROFILE_SHAPE="B,H_q,H_kv,N" default 1,128,128,8192, PROFILE_HDIM default
-      # 128, PROFILE_CAUSAL=1 for the causal mask) and the forward's SASS. PROFILE_BWD names the backward's modes, each a
-      # report of its own: "atomic" (default) and/or "det" (the deterministic mode: ordered dQ).
+      # 128, PROFILE_CAUSAL=1 for the causal mask) and the forward's SASS. PROFILE_BWD names the
+      # backward's modes, each a report of its own: "atomic" (default) and/or "det" (the
+      # deterministic mode: ordered dQ).
       ncu_sections="--section SpeedOfLight --section ComputeWorkloadAnalysis --section WarpStateStats \
         --section SchedulerStats --section SourceCounters \
         --metrics regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio"

@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from timing import TIMING, attention_flops, fmt, save_results, time_ms  # noqa: E402
+from timing import TIMING, add_timing_argument, attention_flops, fmt, save_results, time_ms  # noqa: E402
 
 import chiplet_fa  # noqa: E402
 
@@ -107,9 +107,7 @@ def main():
                     help="restrict the sweep's causal values (the small shapes are causal only)")
     ap.add_argument("--all-columns", action="store_true",
                     help="also the swizzled policies and SDPA's memory-efficient backend")
-    ap.add_argument("--timing", choices=["graph", "eager"], default="graph",
-                    help="graph: replays of a CUDA graph of the calls (kernel time, no launch work); "
-                         "eager: single calls between events (adds the host's launch work)")
+    add_timing_argument(ap)
     ap.add_argument("--num-xcds", type=int, default=8,
                     help="domains the swizzled policies assume (8 = MI300X; NVIDIA dispatch is not round-robin)")
     ap.add_argument("--shapes", nargs="+", metavar="B,H_Q,H_KV,N,D",

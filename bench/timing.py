@@ -33,6 +33,14 @@ def time_ms(fn, min_total_ms: float = 300.0, max_reps: int = 50, graph: bool = F
     return _median_ms(fn, gpu, min_total_ms, max_reps)
 
 
+def add_timing_argument(ap):
+    """--timing, time_ms's graph argument as `args.timing == "graph"`."""
+    ap.add_argument("--timing", choices=["graph", "eager"], default="graph",
+                    help=f"graph: calls under {GRAPH_MIN_MS:g} ms timed as replays of a CUDA graph of "
+                         "them (no launch work), longer ones singly; eager: every call singly between "
+                         "events (with the host's launch work)")
+
+
 def _median_ms(fn, gpu, min_total_ms, max_reps, calls=1):
     times = []
     while len(times) < max_reps and (len(times) < 3 or sum(times) < min_total_ms):

@@ -54,23 +54,29 @@ def test_every_output_element_is_written(seqlen_q, seqlen_k, causal, head_dim):
     assert torch.isfinite(lse[:, :, ~masked]).all()
 
 
-def test_cuda_graph_capture_and_replay():
-    q, k, v = (randn(2, 200, 8, 64, dtype=torch.float16, seed=s) for s in range(3))
+def captured(fn):
+    """fn captured in a CUDA graph after a warm-up outside it (first-call setup): (graph, fn's
+    outputs, which each replay rewrites)."""
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):  # warm up outside the capture (first-call setup)
-        torch.ops.chiplet_fa.fwd(q, k, v, causal=True)
+    with torch.cuda.stream(side):
+        fn()
     torch.cuda.current_stream().wait_stream(side)
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        out, lse = torch.ops.chiplet_fa.fwd(q, k, v, causal=True)
+        outputs = fn()
+    return graph, outputs
+
+
+def test_cuda_graph_capture_and_replay():
+    q, k, v = (randn(2, 200, 8, 64, dtype=torch.float16, seed=s) for s in range(3))
+    graph, (out, lse) = captured(lambda: torch.ops.chiplet_fa.fwd(q, k, v, causal=True))
     for seed in (10, 20):
         for i, t in enumerate((q, k, v)):
             t.copy_(randn(*t.shape, dtype=t.dtype, seed=seed + i))
         graph.replay()
         want_out, want_lse = torch.ops.chiplet_fa.fwd(q, k, v, causal=True)
         assert torch.equal(out, want_out) and torch.equal(lse, want_lse)
-
 
 
 @pytest.mark.parametrize("deterministic", [False, True])
@@ -82,14 +88,7 @@ def test_cuda_graph_captures_the_backward(deterministic):
     out, lse = torch.ops.chiplet_fa.fwd(q, k, v, causal=True)
     bwd = lambda: torch.ops.chiplet_fa.bwd(dout, q, k, v, out, lse, causal=True,  # noqa: E731
                                            deterministic=deterministic)
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        bwd()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        grads = bwd()
+    graph, grads = captured(bwd)
     for seed in (10, 20):
         for i, t in enumerate((q, k, v, dout)):
             t.copy_(randn(*shape, seed=seed + i))
@@ -102,6 +101,7 @@ def test_cuda_graph_captures_the_backward(deterministic):
                 assert torch.equal(got, want), name
             else:  # atomic dQ adds in any order: equal to rounding
                 torch.testing.assert_close(got, want, atol=2e-2, rtol=2e-2, msg=name)
+
 
 def test_runs_on_the_current_stream():
     # On a non-blocking side stream, inputs are written after a long sleep; a kernel launched
