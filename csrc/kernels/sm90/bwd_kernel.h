@@ -22,10 +22,13 @@
 // dQ = dS K over all 128 keys (both consumers' dS^T), in 64-column panels: the consumers take a
 // query block's whole share in turn (step parity), one product of N = D (at D = 128 its operands
 // are 48 KB of shared memory against 64 KB for two N = 64 halves) staged panel by panel, while the
-// other consumer goes on to the next block. Ordered dQ at D = 128 cannot hold that accumulator
-// beside dK and dV: there consumer c adds panel c every step. A one-panel product (D = 64, or
-// that panel) is issued while dK's product still runs; a wider one after it, in P^T and dS^T's
-// registers. Ordered dQ has one chain of turns per panel.
+// other consumer goes on to the next block. An atomic share is computed a step late, after its
+// owner's products of the next block, when the other consumer's half of dS^T has long been staged:
+// an owner computing at once waited at every step for the consumer that had just computed the
+// previous share (10% of the D = 128 kernel's warp samples). Ordered dQ at D = 128 cannot hold
+// that accumulator beside dK and dV: there consumer c adds panel c every step. A one-panel
+// product (D = 64, or that panel) is issued while dK's product still runs; a wider one after it,
+// in P^T and dS^T's registers. Ordered dQ has one chain of turns per panel.
 // Above D = 128 (kWide) 64 keys of dK and dV would take 2 x D/2 registers a thread: the consumers
 // share one block of 64 keys instead, consumer c holding dK, dV columns [128 c, 128 c + 128). Each
 // computes S^T, dP^T for 32 of the block's 64 queries, writes its P^T and dS^T halves to shared
@@ -87,8 +90,13 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
   using DqAcc = arch::Acc<1, 64 * kPanelsN>;    // a warp's 16 queries x kPanelsN dQ panels
   static constexpr bool kAddsDq = kDq != DqMode::kSeparatePass, kOrdered = kDq == DqMode::kOrdered;
   static constexpr int kDqHeadPanels = kDim / 64;
-  static constexpr bool kDqInTurn = !kWide && !(kOrdered && kDqHeadPanels == kConsumers);
-  static_assert(kWide || kDqInTurn || kDqHeadPanels == kConsumers, "a dQ panel per consumer, or the share in turn");
+  static constexpr bool kDqInTurn = kAddsDq && !kWide && !(kOrdered && kDqHeadPanels == kConsumers);
+  static_assert(!kAddsDq || kWide || kDqInTurn || kDqHeadPanels == kConsumers,
+                "a dQ panel per consumer, or the share in turn");
+  static_assert(!kDqInTurn || kConsumers == 2, "shares in turn: a consumer owns every other step's");
+  // Atomic shares in turn are computed a step late (see the top); ordered ones at once, since a
+  // late share delays the turns every later workgroup waits for.
+  static constexpr bool kDqLagged = kDqInTurn && !kOrdered;
   static constexpr int kDqSharePanels = kDqInTurn ? kDqHeadPanels : 1;  // panels of one consumer's product
   // Panel p of step it is consumer dq_owner(p, it)'s: each consumer stages a share every kDqEvery steps.
   static constexpr int kDqEvery = kDqInTurn ? kConsumers : 1;
@@ -150,9 +158,11 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
   };
   static constexpr int kSmemBytes = int(sizeof(Smem));
   static_assert(kSmemBytes <= 227 * 1024, "shared memory per workgroup on sm_90");
-  // Named barriers (0 is __syncthreads): dS^T complete; a dQ staging buffer complete (atomic:
-  // among its consumer's threads; ordered: for the writer); a staging buffer free again (ordered).
-  static constexpr int kDsBarrier = 1, kDqBarrier = 2, kDqFree = 2 + kDqSlots;
+  // Named barriers (0 is __syncthreads): dS^T complete (kDqLagged: one per dS^T buffer, the
+  // other consumer's half staged for the share's owner); a dS^T buffer free again (kDqLagged: the
+  // owner's product has read it); a dQ staging buffer complete (atomic: among its consumer's
+  // threads; ordered: for the writer); a staging buffer free again (ordered).
+  static constexpr int kDsBarrier = 1, kDsFree = 3, kDqBarrier = 5, kDqFree = 5 + kDqSlots;
   static_assert(kDqFree + kDqSlots <= 16, "sm_90 has 16 named barriers");
   static constexpr int kWriterBarrierThreads = kWgThreads + 32;
 
@@ -369,6 +379,10 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
     const float scale = float(p.softmax_scale);
     const int dq_row0 = int(keys.seq.q_start), dq_batch = p.cu_seqlens_q ? 0 : tile.batch;  // dq's coordinates
 
+    const int steps = p.group_size() * (keys.rows.end - keys.rows.first);
+    struct {
+      int h, m0;
+    } lag{0, 0};  // kDqLagged: the previous step's query head and block, for its share
     KeyAcc dk, dv;
 #pragma unroll
     for (int i = 0; i < KeyAcc::kSize; ++i) dk.x[i] = dv.x[i] = 0.f;
@@ -424,6 +438,9 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
       arch::wgmma_commit();
       arch::wgmma_wait<0>();
       arch::pin(dq.x);
+      // kDqLagged: dS^T is read; the other consumer may restage that buffer two steps on.
+      if (kDqLagged && it + 2 < steps)
+        arch::named_barrier_arrive(kDsFree + it % 2, kConsumers * kWgThreads);
       if constexpr (kOrdered)
         for (int p = panel0; p < panel0 + kPanelsN; ++p) arch::named_barrier_sync(kDqFree + dq_slot(p, it), kWriterBarrierThreads);
       const int rows_left = int(keys.seq.len_q) - m0;  // rows of this block inside the sequence
@@ -447,6 +464,14 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
           for (int p = panel0; p < panel0 + kPanelsN; ++p)
             add_dq_share(a, sm.dq[dq_slot(p, it)], 64 * p, dq_row0 + m0, h, dq_batch);
       }
+    };
+
+    // kDqLagged: share j, this consumer's, a step late: the other consumer's half of its dS^T is
+    // staged (usually long since), and the copy engine has read this consumer's previous share.
+    auto lagged_share = [&](int j, int h, int m0, int l, auto panels_n) {
+      if (wg_tid == 0) arch::bulk_wait_read<0>();
+      arch::named_barrier_sync(kDsBarrier + j % 2, kConsumers * kWgThreads);
+      dq_share(j, h, m0, sm.ds_t[j % 2], 0, l, panels_n);
     };
 
     // dS^T (and kWide's P^T) staged: once both consumers have theirs there, dQ may read them.
@@ -538,10 +563,20 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
         arch::wgmma_fence();
         arch::wgmma_pv<T, kBlockM, kCols>(dk, dsf, sQ);
         arch::wgmma_commit();
-        if constexpr (kAddsDq) {
+        // kDqLagged: the other consumer owns this step's share and this one the previous step's.
+        [[maybe_unused]] const bool lags = kDqLagged && dq_owner(0, it) != wcw;
+        if constexpr (kDqLagged) {
+          // The buffer's dS^T from two steps back has been read by its owner, the other consumer.
+          if (lags && it >= 2) arch::named_barrier_sync(kDsFree + it % 2, kConsumers * kWgThreads);
+          stage_t(sm.ds_t[it % 2], dsf, row0, 0, l);
+          arch::fence_async_proxy();
+          if (lags) arch::named_barrier_arrive(kDsBarrier + it % 2, kConsumers * kWgThreads);
+          // One panel's accumulator fits beside the pending dK product: issued while it runs.
+          if constexpr (kDqSharePanels == 1)
+            if (lags && it > 0) lagged_share(it - 1, lag.h, lag.m0, l, std::integral_constant<int, 1>{});
+        } else if constexpr (kAddsDq) {
           stage_t(sm.ds_t[it % 2], dsf, row0, 0, l);
           staged_barrier();
-          // One panel's accumulator fits beside the pending dK product: issued while it runs.
           if constexpr (kDqSharePanels == 1) {
             const int panel = kDqInTurn ? 0 : wcw;
             if (dq_owner(panel, it) == wcw) dq_share(it, h, m0, sm.ds_t[it % 2], panel, l, std::integral_constant<int, 1>{});
@@ -551,17 +586,25 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
         arch::pin(pf.a);
         arch::pin(dsf.a);
         release(stage);  // dQ reads only dS^T and K
-        if constexpr (kAddsDq && kDqSharePanels > 1)
-          if (dq_owner(0, it) == wcw)
-            dq_share(it, h, m0, sm.ds_t[it % 2], 0, l, std::integral_constant<int, kDqSharePanels>{});
+        static_assert(kDqSharePanels == 1 || kDqLagged, "shares of several panels are atomic ones");
+        if constexpr (kDqLagged && kDqSharePanels > 1)
+          if (lags && it > 0) lagged_share(it - 1, lag.h, lag.m0, l, std::integral_constant<int, kDqSharePanels>{});
+        lag = {h, m0};
       }
     };
 
-    if (keys.rows.first < keys.rows.end) {
+    if (steps > 0) {
       arch::mbarrier_wait(&sm.bar.kv_full, 0);
+      // Plain scores do not depend on the head: softmax_scale (a double) converted once, not on
+      // every step's path to its first product (a DSETP, 3.6% of the D = 128 kernel's samples).
+      const ScoreMod plain(p, tile.batch, 0, keys.seq);
       walk<true>(p, keys, [&](int it, int h, int m, auto masked) {
-        step(it, h, m * kBlockM, ScoreMod(p, tile.batch, h, keys.seq), masked);
+        if constexpr (kPlain) step(it, h, m * kBlockM, plain, masked);
+        else step(it, h, m * kBlockM, ScoreMod(p, tile.batch, h, keys.seq), masked);
       });
+      if constexpr (kDqLagged)
+        if (dq_owner(0, steps - 1) == cw)
+          lagged_share(steps - 1, lag.h, lag.m0, arch::opaque(lane), std::integral_constant<int, kDqSharePanels>{});
     }
     if constexpr (kDq == DqMode::kAtomic) arch::bulk_wait_all();
 
