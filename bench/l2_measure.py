@@ -17,8 +17,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+# The all-sector hit rate also counts the lookups of sectors passed between the H200's two L2
+# partitions over the fabric; the SMs' own read sectors, their lookup hits, and the share of the
+# bytes they read that DRAM did not have to supply say what the mapping did.
 METRICS = ("lts__t_sector_hit_rate.pct", "dram__bytes_read.sum",
-           "lts__t_sectors_srcunit_ltcfabric.sum", "gpu__time_duration.sum")
+           "lts__t_sectors_srcunit_ltcfabric.sum", "gpu__time_duration.sum",
+           "lts__t_sectors_srcunit_tex_op_read.sum", "lts__t_sectors_srcunit_tex_op_read_lookup_hit.sum")
+SECTOR_BYTES = 32
 MAPPINGS = ("block_first", "head_first", "swizzled_block_first", "swizzled_head_first")
 # (B, H_q, H_kv, N, D), bf16, non-causal: the anchors' shapes and one GQA shape.
 SWEEP = [(1, 128, 128, 8192, 128), (1, 128, 128, 32768, 128), (1, 64, 8, 32768, 128)]
@@ -95,6 +100,10 @@ def combine(points, kernels, wgs_per_cu, block_n):
         row.update(hit_rate=m.get(METRICS[0]), dram_read_bytes=m.get(METRICS[1]),
                    fabric_sectors=m.get(METRICS[2]),
                    time_ms=None if m.get(METRICS[3]) is None else 1e3 * m[METRICS[3]])
+        reads, hits = m.get(METRICS[4]), m.get(METRICS[5])
+        row["sm_read_hit_rate"] = 100 * hits / reads if reads and hits is not None else None
+        row["sm_reads_not_from_dram"] = (100 * (1 - row["dram_read_bytes"] / (SECTOR_BYTES * reads))
+                                         if reads and row["dram_read_bytes"] is not None else None)
         row.update(predict(p, wgs_per_cu, block_n))
         row["ideal_dram_bytes"] = 2 * p["B"] * p["N"] * p["D"] * (p["H_q"] + 2 * p["H_kv"])
         rows.append(row)
@@ -105,20 +114,28 @@ def fmt(x, spec):
     return "n/a" if x is None else format(x, spec)
 
 
+def pct(x):
+    return fmt(x, ".2f") + ("%" if x is not None else "")
+
+
 def to_markdown(rows, title, command):
     lines = [f"# {title}", "", f"Command: `{command}`", "",
              "Measured: Nsight Compute (`--clock-control none`), one launch per row, bf16, "
              f"non-causal, swizzled mappings with num_xcds={NUM_XCDS}. Predicted: the L2 locality "
-             "model's simulator (H200 preset), closed form in brackets. Hit rates count all L2 "
-             "sectors (`lts__t_sector_hit_rate.pct`); DRAM is `dram__bytes_read.sum`.", "",
-             "| B | H_q | H_kv | N | D | mapping | L2 hit measured | L2 hit predicted | "
-             "DRAM read measured | DRAM read predicted | ideal DRAM | fabric sectors | kernel ms |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "model's simulator (H200 preset), closed form in brackets. L2 hit measured counts all L2 "
+             "sectors (`lts__t_sector_hit_rate.pct`, fabric lookups included); SM reads hit: the "
+             "SMs' read sectors that hit (`lts__t_sectors_srcunit_tex_op_read_lookup_hit` / "
+             "`_op_read`); not from DRAM: 1 - DRAM read bytes / the SMs' read bytes. DRAM is "
+             "`dram__bytes_read.sum`.", "",
+             "| B | H_q | H_kv | N | D | mapping | L2 hit measured | SM reads hit | SM reads not from DRAM | "
+             "L2 hit predicted | DRAM read measured | DRAM read predicted | ideal DRAM | fabric sectors | kernel ms |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         gb = lambda b: fmt(None if b is None else b / 1e9, ".2f") + (" GB" if b is not None else "")  # noqa: E731
         lines.append(
             f"| {r['B']} | {r['H_q']} | {r['H_kv']} | {r['N']} | {r['D']} | {r['mapping']} | "
-            f"{fmt(r['hit_rate'], '.2f')}% | {r['pred_hit_rate']:.2f}% ({r['est_hit_rate']:.1f}%) | "
+            f"{fmt(r['hit_rate'], '.2f')}% | {pct(r['sm_read_hit_rate'])} | {pct(r['sm_reads_not_from_dram'])} | "
+            f"{r['pred_hit_rate']:.2f}% ({r['est_hit_rate']:.1f}%) | "
             f"{gb(r['dram_read_bytes'])} | {gb(r['pred_dram_read_bytes'])} | {gb(r['ideal_dram_bytes'])} | "
             f"{fmt(r['fabric_sectors'], '.3g')} | {fmt(r['time_ms'], '.2f')} |")
     return "\n".join(lines) + "\n"

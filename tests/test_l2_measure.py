@@ -15,15 +15,19 @@ HEADER = ('"ID","Process ID","Process Name","Host Name","Kernel Name","Context",
 
 
 def fake_csv(values):
-    """values: per kernel, (hit %, DRAM value, DRAM unit, fabric sectors, time ns)."""
+    """values: per kernel, (hit %, DRAM value, DRAM unit, fabric sectors, time ns[, SM read
+    sectors, their lookup hits])."""
     lines = ["==PROF== Connected to process 123", HEADER]
-    for i, (hit, dram, unit, fabric, ns) in enumerate(values):
+    for i, (hit, dram, unit, fabric, ns, *reads) in enumerate(values):
         common = f'"{i}","123","python","host","void chiplet_fa::fwd_kernel<Cfg>(FwdParams)","1","7",' \
                  f'"(128, 1, 1)","(32768, 1, 1)","0","9.0","Command line profiler metrics"'
         lines += [f'{common},"lts__t_sector_hit_rate.pct","%","{hit}"',
                   f'{common},"dram__bytes_read.sum","{unit}","{dram}"',
                   f'{common},"lts__t_sectors_srcunit_ltcfabric.sum","sector","{fabric}"',
                   f'{common},"gpu__time_duration.sum","nsecond","{ns}"']
+        if reads:
+            lines += [f'{common},"lts__t_sectors_srcunit_tex_op_read.sum","sector","{reads[0]}"',
+                      f'{common},"lts__t_sectors_srcunit_tex_op_read_lookup_hit.sum","sector","{reads[1]}"']
     return "\n".join(lines) + "\n"
 
 
@@ -72,3 +76,24 @@ def test_missing_kernels_leave_measured_fields_empty(tmp_path):
     rows = json.loads((tmp_path / "l2_t.json").read_text())["rows"]
     assert len(rows) == len(points) and rows[0]["hit_rate"] == 50.0 and rows[1]["hit_rate"] is None
     assert "n/a" in (tmp_path / "l2_t.md").read_text()
+
+
+def test_sm_read_rates_leave_out_the_fabric_lookups(tmp_path):
+    # block_first-like: every byte the SMs read came from DRAM, though a quarter of all lookups hit
+    # (the fabric's); head_first-like: 1% of the SMs' read bytes from DRAM.
+    reads = 17_200_000_000  # sectors: 550.4 GB
+    values = [(25.35, "550.4", "Gbyte", "1.29e10", "1000000", reads, "860000000"),
+              (98.55, "5.504", "Gbyte", "1.96e8", "1000000", reads, reads * 99 // 100)]
+    values += [(50.0, "1", "Gbyte", "1", "1")] * 2  # older CSVs: no SM read metrics
+    csv_path = tmp_path / "raw.csv"
+    csv_path.write_text(fake_csv(values))
+    assert l2.main(["--quick", "--from-csv", str(csv_path), "--out", str(tmp_path), "--tag", "r"]) == 0
+    rows = json.loads((tmp_path / "l2_r.json").read_text())["rows"]
+    assert rows[0]["sm_read_hit_rate"] == pytest.approx(5.0)
+    assert rows[0]["sm_reads_not_from_dram"] == pytest.approx(0.0, abs=1e-9)
+    assert rows[1]["sm_read_hit_rate"] == pytest.approx(99.0)
+    assert rows[1]["sm_reads_not_from_dram"] == pytest.approx(99.0)
+    assert rows[2]["sm_read_hit_rate"] is None and rows[2]["sm_reads_not_from_dram"] is None
+    md = (tmp_path / "l2_r.md").read_text()
+    assert "| block_first | 25.35% | 5.00% | 0.00% |" in md
+    assert "| swizzled_block_first | 50.00% | n/a | n/a |" in md
