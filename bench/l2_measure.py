@@ -134,7 +134,7 @@ def to_markdown(rows, title, command):
         gb = lambda b: fmt(None if b is None else b / 1e9, ".2f") + (" GB" if b is not None else "")  # noqa: E731
         lines.append(
             f"| {r['B']} | {r['H_q']} | {r['H_kv']} | {r['N']} | {r['D']} | {r['mapping']} | "
-            f"{fmt(r['hit_rate'], '.2f')}% | {pct(r['sm_read_hit_rate'])} | {pct(r['sm_reads_not_from_dram'])} | "
+            f"{pct(r['hit_rate'])} | {pct(r['sm_read_hit_rate'])} | {pct(r['sm_reads_not_from_dram'])} | "
             f"{r['pred_hit_rate']:.2f}% ({r['est_hit_rate']:.1f}%) | "
             f"{gb(r['dram_read_bytes'])} | {gb(r['pred_dram_read_bytes'])} | {gb(r['ideal_dram_bytes'])} | "
             f"{fmt(r['fabric_sectors'], '.3g')} | {fmt(r['time_ms'], '.2f')} |")

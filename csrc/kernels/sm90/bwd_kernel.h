@@ -194,6 +194,11 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
     return k;
   }
 
+  // How many steps walk() visits: every query block of every query head of the group.
+  static CFA_DEVICE int walk_steps(const BwdParams& p, const Keys& keys) {
+    return p.group_size() * (keys.rows.end - keys.rows.first);
+  }
+
   // The (query head, query block) pairs a workgroup visits, in order, as visit(step, h, m, masked).
   // Head by head from the first block; under ordered dQ with dq_from_last, the query blocks from
   // the last with the group's heads inner, so resident workgroups read the same rows at once.
@@ -304,7 +309,7 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
     const KvTile& tile = keys.tile;
     const int mark = tile.n_block + 1;
     const int row0 = int(keys.seq.q_start), batch = p.cu_seqlens_q ? 0 : tile.batch;  // dq's coordinates
-    const int steps = p.group_size() * (keys.rows.end - keys.rows.first);
+    const int steps = walk_steps(p, keys);
     walk<false>(p, keys, [&](int it, int h, int m, auto) {
       // Each buffer is freed once per share staged in it: the first shares' up front, the others'
       // kDqReuse - 1 steps ahead, once its previous share (step it - 1's) is complete, so a free
@@ -379,7 +384,7 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
     const float scale = float(p.softmax_scale);
     const int dq_row0 = int(keys.seq.q_start), dq_batch = p.cu_seqlens_q ? 0 : tile.batch;  // dq's coordinates
 
-    const int steps = p.group_size() * (keys.rows.end - keys.rows.first);
+    const int steps = walk_steps(p, keys);
     struct {
       int h, m0;
     } lag{0, 0};  // kDqLagged: the previous step's query head and block, for its share
