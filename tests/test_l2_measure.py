@@ -97,3 +97,21 @@ def test_sm_read_rates_leave_out_the_fabric_lookups(tmp_path):
     md = (tmp_path / "l2_r.md").read_text()
     assert "| block_first | 25.35% | 5.00% | 0.00% |" in md
     assert "| swizzled_block_first | 50.00% | n/a | n/a |" in md
+
+
+def test_loads_not_from_dram_divide_by_what_the_kernel_loads(tmp_path):
+    # The SMs' read sectors can exceed the kernel's loads (block_first's extra quarter); DRAM bytes
+    # against the loads' own bytes (the model's trace) give block_first ~0% and head_first ~98%.
+    points = l2.plan(l2.SWEEP[:1])
+    load = l2.predict(points[0], 1, 128)["load_bytes"]  # every mapping loads the same tiles
+    assert load == 64 * 128 * (2 * 8192 * 128 * 2) + 128 * 8192 * 128 * 2  # K, V per tile; Q once
+    values = [(25.0, str(load * 0.999), "byte", "1", "1"), (97.0, str(load * 0.02), "byte", "1", "1")]
+    values += [(50.0, "1", "Gbyte", "1", "1")] * 2
+    csv_path = tmp_path / "raw.csv"
+    csv_path.write_text(fake_csv(values))
+    assert l2.main(["--quick", "--from-csv", str(csv_path), "--out", str(tmp_path), "--tag", "l",
+                    "--block-n", "128"]) == 0
+    rows = json.loads((tmp_path / "l2_l.json").read_text())["rows"]
+    assert [r["load_bytes"] for r in rows] == [load] * 4
+    assert rows[0]["loads_not_from_dram"] == pytest.approx(0.1)
+    assert rows[1]["loads_not_from_dram"] == pytest.approx(98.0)
