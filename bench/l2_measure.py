@@ -21,8 +21,9 @@ from pathlib import Path
 # partitions over the fabric; the SMs' own read sectors, their lookup hits, and the share of the
 # bytes they read that DRAM did not have to supply say what the mapping did. Where misses are many
 # the SMs' read sectors also grow beyond the kernel's loads (block_first: by about a quarter of
-# its misses, and its hits are about that excess), so the last measure divides DRAM bytes by the bytes the kernel's
-# loads ask for (Q once a tile, K and V of every key block: the model's trace of the same tiles).
+# its misses, and its hits are about that excess), so the last measure divides DRAM bytes by the
+# bytes the kernel's loads ask for (Q once a tile, K and V of every key block: the model's trace
+# of the same tiles).
 METRICS = ("lts__t_sector_hit_rate.pct", "dram__bytes_read.sum",
            "lts__t_sectors_srcunit_ltcfabric.sum", "gpu__time_duration.sum",
            "lts__t_sectors_srcunit_tex_op_read.sum", "lts__t_sectors_srcunit_tex_op_read_lookup_hit.sum")
