@@ -11,7 +11,7 @@
 #             limit (180 s)
 #   AB_TESTS  checks run on each patched variant after its smoke sweep (not on the tree, which the
 #             default install's checks cover), separated by ';', run from the tree's root (e.g.
-#             "python3 -P -m pytest tests/test_backward.py -q -m gpu -k ordered"); log tests.log. Each
+#             "python3 -P -m pytest tests/test_backward.py -q -m gpu -k deterministic"); log tests.log. Each
 #             is split on spaces (no quoted arguments). Many tests draw float16, so with AB_TESTS
 #             the default dtypes are bf16,fp16
 #   bash bench/ab_run.sh /tmp/a.patch /tmp/b.patch /tmp/a.patch+/tmp/b.patch

@@ -1,16 +1,12 @@
 """L2 hit rate and DRAM traffic of the backward's main pass (atomic and deterministic dQ,
-head-first), measured with Nsight Compute, next to bench/dq_order_model.py's prediction.
+head-first), measured with Nsight Compute.
 
   python bench/bwd_l2_measure.py --out DIR            # driver: runs ncu on itself
-  python bench/bwd_l2_measure.py --from-csv DIR/bwd_l2_h200_ncu.csv --model --out DIR
+  python bench/bwd_l2_measure.py --from-csv DIR/bwd_l2_h200_ncu.csv --out DIR
 Writes bwd_l2_h200.md / .json and the raw ncu CSV under --out. One worker process runs each
 point's forward and then its backward once; ncu profiles only the main pass (bwd_kv_kernel).
---model adds the model's hit rate (a few CPU-minutes: best done off the device, from the CSV).
-The model counts the steps' Q, dO and dQ reads; ncu counts every L2 sector (K, V, the dQ
-reductions' reads and writes too), so the two agree in direction, not in value.
 """
 import argparse
-import functools
 import json
 import shutil
 import subprocess
@@ -20,8 +16,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from l2_measure import METRICS, parse_ncu_csv  # noqa: E402
 
-# (B, H_q, H_kv, N, D, causal): the rows where ordered dQ and atomic dQ differ most in the model
-# (GQA 64/8 causal at 32K) and two where they should not.
+# (B, H_q, H_kv, N, D, causal): GQA 64/8 causal at 32K, where one KV head's Q/dO/dQ exceed L2
+# many times over, and two shapes whose rows fit.
 SWEEP = [(1, 64, 8, 32768, 128, True), (1, 32, 32, 8192, 128, True), (4, 32, 8, 4096, 128, True)]
 MODES = ("atomic", "det")
 
@@ -48,38 +44,22 @@ def worker(points):
         torch.cuda.synchronize()
 
 
-@functools.cache
-def model_rows(hq, hkv, n, causal):
-    import dq_order_model
-
-    return dq_order_model.model(hq, hkv, n, causal, latency=0.5, free_at_read=False, l2_mb=50.0)
-
-
-def predicted_hits(p):
-    """The model's L2 hit rate for the point's scheme (the tree's orders; the model covers B = 1)."""
-    if p["B"] != 1:
-        return None
-    want = "atomic dQ" if p["mode"] == "atomic" else "b10 ordered"
-    return next(r["l2_hit"] for r in model_rows(p["H_q"], p["H_kv"], p["N"], p["causal"]) if r["scheme"].startswith(want))
-
-
-def table(points, kernels, command, with_model):
+def table(points, kernels, command):
     ids = sorted(kernels)
     lines = ["# Backward main pass: L2 hit rate and DRAM traffic (Nsight Compute), bf16, head_first", "",
              f"Command: `{command}`", "",
-             "| B | H_q | H_kv | N | D | causal | dQ | L2 hit | model's Q/dO/dQ hits | DRAM read | kernel ms |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| B | H_q | H_kv | N | D | causal | dQ | L2 hit | DRAM read | kernel ms |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     rows = []
     for i, p in enumerate(points):
         m = kernels[ids[i]] if i < len(ids) else {}
         row = dict(p, hit_rate=m.get(METRICS[0]), dram_read_bytes=m.get(METRICS[1]),
-                   time_ms=None if m.get(METRICS[3]) is None else 1e3 * m[METRICS[3]],
-                   model_hits=predicted_hits(p) if with_model else None)
+                   time_ms=None if m.get(METRICS[3]) is None else 1e3 * m[METRICS[3]])
         rows.append(row)
         f = lambda x, spec, unit="", scale=1: "n/a" if x is None else format(x * scale, spec) + unit  # noqa: E731
         lines.append(f"| {p['B']} | {p['H_q']} | {p['H_kv']} | {p['N']} | {p['D']} | "
                      f"{'yes' if p['causal'] else 'no'} | {p['mode']} | {f(row['hit_rate'], '.1f', '%')} | "
-                     f"{f(row['model_hits'], '.0f', '%', 100)} | {f(row['dram_read_bytes'], '.1f', ' GB', 1e-9)} | "
+                     f"{f(row['dram_read_bytes'], '.1f', ' GB', 1e-9)} | "
                      f"{f(row['time_ms'], '.2f')} |")
     return "\n".join(lines) + "\n", rows
 
@@ -90,7 +70,6 @@ def main(argv=None):
     ap.add_argument("--ncu", default="ncu")
     ap.add_argument("--timeout", type=int, default=400, help="seconds for the ncu run")
     ap.add_argument("--from-csv", type=Path, help="tabulate a saved ncu CSV instead of running ncu")
-    ap.add_argument("--model", action="store_true", help="add bench/dq_order_model.py's hit rates")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.worker:
@@ -116,7 +95,7 @@ def main(argv=None):
         if rc != 0:
             print(f"ncu exited with {rc}; stderr tail:\n{proc.stderr[-3000:]}", file=sys.stderr)
     kernels = parse_ncu_csv(raw)
-    md, rows = table(points, kernels, command, args.model)
+    md, rows = table(points, kernels, command)
     (args.out / "bwd_l2_h200.md").write_text(md)
     (args.out / "bwd_l2_h200.json").write_text(json.dumps({"command": command, "rows": rows}, indent=1))
     print(md)

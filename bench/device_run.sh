@@ -78,7 +78,7 @@ for s in "$@"; do
       # plain variants; PROFILE_SHAPE="B,H_q,H_kv,N" default 1,128,128,8192, PROFILE_HDIM default
       # 128, PROFILE_CAUSAL=1 for the causal mask) and the forward's SASS. PROFILE_BWD names the
       # backward's modes, each a report of its own: "atomic" (default) and/or "det" (the
-      # deterministic mode: ordered dQ).
+      # deterministic mode: fixed-point dQ).
       ncu_sections="--section SpeedOfLight --section ComputeWorkloadAnalysis --section WarpStateStats \
         --section SchedulerStats --section SourceCounters \
         --metrics regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio"

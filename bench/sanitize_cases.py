@@ -14,12 +14,12 @@ DENSE = [  # (B, N_q, N_k, H_q, H_kv, D, causal, dtype, mapping)
     (1, 129, 300, 2, 1, 56, False, torch.bfloat16, "block_first"),
     (1, 64, 64, 2, 2, 256, True, torch.bfloat16, "head_first"),
     (1, 17, 1, 3, 1, 20, False, torch.float16, "head_first"),
-    # head_first: deterministic dQ by ordered reductions (sm90), both orders; at D <= 64 the
-    # consumers stage the one dQ panel in turn
+    # deterministic dQ in fixed point (sm90), with and without a mask; at D <= 64 the consumers
+    # stage the one dQ panel in turn
     (2, 200, 333, 4, 2, 96, False, torch.bfloat16, "head_first"),
     (1, 300, 200, 4, 1, 128, True, torch.float16, "head_first"),
     (1, 300, 400, 4, 2, 64, True, torch.bfloat16, "head_first"),
-    # sm90 above D = 128: deterministic by the dQ pass (a swizzled order over 8 domains)
+    # sm90 above D = 128: the wide kernel, deterministic in fixed point too
     (1, 200, 150, 4, 2, 192, False, torch.float16, "swizzled_head_first"),
 ]
 # Packed batches (an empty sequence, lengths off the tiles) with a sliding window, softcap and ALiBi;

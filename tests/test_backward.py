@@ -121,9 +121,8 @@ def test_grads_every_kernel_head_dim(device, dtype, d, causal, deterministic):
 ])
 def test_grads_wide_head_dims(dtype, d, causal, deterministic):
     # Above 128 sm90's consumers share 64 keys and split dK, dV by columns (padding at 136 and
-    # 224); elsewhere the backward runs in column slices. Both dQ modes, and deterministic both by
-    # ordered reductions (head_first on sm90) and by the dQ pass (block_first). N_q > N_k, GQA,
-    # neither a multiple of a tile.
+    # 224); elsewhere the backward runs in column slices. Both dQ modes (deterministic on sm90 in
+    # fixed point, under either mapping). N_q > N_k, GQA, neither a multiple of a tile.
     skip_unless_built(d)
     q, k, v, dout = make_inputs(2, 130, 97, 4, 2, d, dtype, "cuda", seed=d)
     for mapping in ("head_first", "block_first") if deterministic else ("head_first",):
@@ -179,19 +178,11 @@ def test_empty_keys():
     assert (dq == 0).all() and dk.shape == k.shape and dv.shape == v.shape
 
 
-def orders_dq(device, mapping, num_xcds):
-    """Whether a deterministic backward adds dQ by ordered reductions in its main pass (sm90 under
-    head-first orders on one domain: csrc/kernels/launch.h's orders_dq), whose sums run in
-    another order than the dQ pass's."""
-    head_first = mapping == "head_first" or (mapping == "swizzled_head_first" and num_xcds == 1)
-    return device == "cuda" and torch.cuda.get_device_capability() == (9, 0) and head_first
-
-
 @pytest.mark.parametrize("device", DEVICES)
 def test_deterministic_is_bitwise_reproducible(device):
-    # dQ comes from one workgroup per row block (or ordered reductions), dK/dV from one per key
-    # block: no result may depend on the number of L2 domains, threads or run, nor on the mapping
-    # beyond the choice of dQ method.
+    # dQ comes from one workgroup per row block (the dQ pass) or, on sm90, from fixed-point sums,
+    # which do not depend on the order the shares land in; dK/dV from one workgroup per key block:
+    # no result may depend on the mapping, the number of L2 domains, threads or run.
     q, k, v, dout = make_inputs(2, 200, 170, 6, 2, 40, torch.bfloat16, device, seed=5)
     runs = {(m, x): chiplet_grads(q, k, v, dout, True, m, x, deterministic=True)
             for m in MAPPINGS for x in (1, 3, 8)}
@@ -199,20 +190,47 @@ def test_deterministic_is_bitwise_reproducible(device):
         with num_threads(1):
             runs["head_first", 1, "one thread"] = chiplet_grads(q, k, v, dout, True, "head_first", 1,
                                                                 deterministic=True)
+    first = runs[("block_first", 1)]
     for key, run in runs.items():
-        first = runs[("head_first", 1) if orders_dq(device, *key[:2]) else ("block_first", 1)]
         for a, b in zip(first, run):
             assert torch.equal(a, b), key
-    first = runs[("block_first", 1)]
     racy = chiplet_grads(q, k, v, dout, True, "swizzled_head_first", 8, deterministic=False)
     for a, b in zip(first, racy):
         torch.testing.assert_close(a, b, rtol=2e-2, atol=2e-2)
 
 
-def ordered_dq_case(n_q, n_k, h_q, h_kv, d, mask, lens=None, seed=0):
-    """Gradients of one problem, deterministic under head_first: on sm90 the main pass adds dQ
-    in the order of its turns (BwdParams::dq_turns). With lens, one packed
-    batch of those sequences (n_q, n_k None)."""
+@needs_cuda
+@pytest.mark.gpu
+def test_deterministic_dq_over_the_range_of_row_magnitudes():
+    # sm90's fixed-point dQ takes a unit per row from a bound on its |dQ|: rows of dO at zero, at
+    # 1e-30 and at 1e4 next to ordinary ones, and K, V with one large entry (a loose bound). The
+    # gradients keep the 2x rule; the scaled rows match the atomic mode's fp32 sums to bf16's
+    # precision (a row whose dQ cancels far below its bound is resolved only to bound * 2^-30,
+    # which the 2x rule covers); a NaN in a row of dO gives a NaN row of dQ in both modes.
+    q, k, v, dout = make_inputs(1, 300, 260, 4, 2, 128, torch.bfloat16, "cuda", seed=7)
+    dout[0, 50] = 0
+    dout[0, 51] *= 1e-30
+    dout[0, 52] *= 1e4
+    k[0, 3, 1, 5] = 60.0
+    v[0, 7, 0, 9] = -80.0
+    for causal in (False, True):
+        exact = chiplet_grads(q, k, v, dout, causal, deterministic=True)
+        assert_two_x_rule(exact, q, k, v, dout, causal)
+        atomic = chiplet_grads(q, k, v, dout, causal, deterministic=False)[0]
+        assert (exact[0][0, 50] == 0).all()
+        for row in (51, 52):  # rows that see keys under the causal mask too (N_q > N_k)
+            a, b = exact[0][0, row].float(), atomic[0, row].float()
+            assert ((a - b).abs() / b.abs().amax(dim=-1, keepdim=True)).max() < 2e-2, row
+    dout[0, 20, 1, 3] = float("nan")
+    for deterministic in (True, False):
+        dq = chiplet_grads(q, k, v, dout, False, deterministic=deterministic)[0]
+        assert dq[0, 20, 1].isnan().all() and not dq[0, 21].isnan().any()
+
+
+def deterministic_dq_case(n_q, n_k, h_q, h_kv, d, mask, lens=None, seed=0):
+    """Gradients of one problem, deterministic or not: on sm90 the main pass adds a deterministic
+    dQ in fixed point (BwdParams::dq_scale). With lens, one packed batch of those sequences
+    (n_q, n_k None)."""
     if lens is not None:
         n_q = n_k = sum(lens)
     q, k, v, dout = make_inputs(1, n_q, n_k, h_q, h_kv, d, torch.bfloat16, "cuda", seed=seed)
@@ -243,11 +261,10 @@ def ordered_dq_case(n_q, n_k, h_q, h_kv, d, mask, lens=None, seed=0):
     (700, 900, 4, 2, 64, "causal", None), (1000, 1000, 2, 1, 40, "window", None),
     (None, None, 2, 2, 64, None, [300, 1, 517, 64]),
 ])
-def test_ordered_dq_is_bitwise_reproducible_and_correct(n_q, n_k, h_q, h_kv, d, mask, lens):
-    # Key blocks of 128 and query blocks of 64: several turns per query block, in both orders
-    # (ascending, and descending under a window), GQA, N_q != N_k and packed sequences; at D = 64
-    # the consumers take the one dQ panel in turn.
-    inputs, grads = ordered_dq_case(n_q, n_k, h_q, h_kv, d, mask, lens)
+def test_deterministic_dq_is_bitwise_reproducible_and_correct(n_q, n_k, h_q, h_kv, d, mask, lens):
+    # Key blocks of 128 and query blocks of 64: several shares per query block, windows, GQA,
+    # N_q != N_k and packed sequences; at D = 64 the consumers take the one dQ panel in turn.
+    inputs, grads = deterministic_dq_case(n_q, n_k, h_q, h_kv, d, mask, lens)
     first = grads(True)
     for again in [grads(True) for _ in range(3)] + [grads(True, "swizzled_head_first", 1)]:
         assert all(torch.equal(a, b) for a, b in zip(first, again))
@@ -261,12 +278,10 @@ def test_ordered_dq_is_bitwise_reproducible_and_correct(n_q, n_k, h_q, h_kv, d, 
 @pytest.mark.gpu
 @pytest.mark.parametrize("mask", [None, "causal", "window"])
 @pytest.mark.parametrize("d, q_heads", [(64, 1), (128, 2)])
-def test_ordered_dq_on_a_grid_past_the_resident_workgroups(mask, d, q_heads):
-    # 32K keys: 256 key blocks per head, more than the GPU holds at once, so a workgroup waits for
-    # turns of workgroups dispatched long before it. Under a mask the KV grid runs reversed for one
-    # query head; with two, the group's rows (2 x 32K x 128 x 8 bytes) exceed half of L2 and the
-    # workgroups walk from the last query block (kernels/launch.h's dq_walks_from_last).
-    inputs, grads = ordered_dq_case(32768, 32768, q_heads, 1, d, mask, seed=1)
+def test_deterministic_dq_on_a_grid_past_the_resident_workgroups(mask, d, q_heads):
+    # 32K keys: 256 key blocks per head, more than the GPU holds at once: a query block's shares
+    # come from workgroups dispatched far apart, in an order that changes from run to run.
+    inputs, grads = deterministic_dq_case(32768, 32768, q_heads, 1, d, mask, seed=1)
     first, again = grads(True), grads(True)
     assert all(torch.equal(a, b) for a, b in zip(first, again))
     for a, b in zip(first, grads(False)):

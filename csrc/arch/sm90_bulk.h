@@ -19,20 +19,4 @@ CFA_DEVICE void bulk_wait_read() {
 // This thread's bulk groups are complete (their global writes done).
 CFA_DEVICE void bulk_wait_all() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
 
-// Turns between workgroups over a flag in global memory, for reductions that must land in a
-// fixed order: a workgroup takes its turn once the flag holds `value` (its predecessor's mark),
-// and its bulk reductions issued after that are ordered behind the predecessor's.
-CFA_DEVICE void wait_for_turn(const int32_t* flag, int32_t value) {
-  int32_t seen;
-  do {
-    asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(seen) : "l"(flag) : "memory");
-  } while (seen != value);
-  asm volatile("fence.proxy.async.global;\n" ::: "memory");
-}
-// Hands the turn on by marking the flag, once this thread's reductions are complete (bulk_wait_all).
-CFA_DEVICE void pass_turn(int32_t* flag, int32_t mark) {
-  asm volatile("fence.proxy.async.global;\n" ::: "memory");
-  asm volatile("st.release.gpu.global.b32 [%0], %1;\n" ::"l"(flag), "r"(mark) : "memory");
-}
-
 }  // namespace chiplet_fa::CFA_FAMILY::arch

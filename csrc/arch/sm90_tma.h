@@ -63,8 +63,8 @@ CFA_DEVICE void tma_reduce_add_4d(const CUtensorMap* map, const void* src, int32
 // A 4-D tensor, (cols, rows, heads, batch) innermost first, with the byte strides of rows, heads
 // and batch; moved in boxes of one swizzle row (kTmaBoxBytes) x box_rows, 128-byte swizzled.
 // Strides must be multiples of 16 bytes and the base 16-byte aligned (kernel_layout gives both).
-enum class TmaElement { kBFloat16, kFloat16, kFloat32 };
-constexpr int element_bytes(TmaElement e) { return e == TmaElement::kFloat32 ? 4 : 2; }
+enum class TmaElement { kBFloat16, kFloat16, kFloat32, kInt32 };
+constexpr int element_bytes(TmaElement e) { return e == TmaElement::kFloat32 || e == TmaElement::kInt32 ? 4 : 2; }
 struct TensorDesc {
   const void* base;
   TmaElement element;
@@ -92,6 +92,7 @@ inline CUtensorMap make_tensor_map(const TensorDesc& d, const char* name) {
   const cuuint32_t box[4] = {uint32_t(kTmaBoxBytes / element_bytes(d.element)), d.box_rows, 1, 1};
   const cuuint32_t unit[4] = {1, 1, 1, 1};
   const CUtensorMapDataType type = d.element == TmaElement::kFloat32    ? CU_TENSOR_MAP_DATA_TYPE_FLOAT32
+                                   : d.element == TmaElement::kInt32    ? CU_TENSOR_MAP_DATA_TYPE_INT32
                                    : d.element == TmaElement::kBFloat16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
                                                                         : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
   const CUresult r = encode(&map, type, 4,

@@ -82,40 +82,92 @@ struct BwdDqConfig {
 // kPreprocessLanes lanes per padded query row and head of sequence blockIdx.y, in (row, head)
 // order, each reading 16-byte pieces of O and dO: a warp reads whole sectors of neighbouring heads
 // (one thread a row, reading 2 bytes at a time, had run at a quarter of the DRAM rate). D =
-// rowsum(dO * O) and lse_log2 (see BwdParams), padding rows D = 0 and lse_log2 = +inf. Launched
-// with enough lanes for the longest sequence; no lane leaves before the group's sum.
+// rowsum(dO * O) and lse_log2 (see BwdParams), padding rows D = 0 and lse_log2 = +inf; with
+// fixed-point dQ also the row's dq_scale. Launched with enough lanes for the longest sequence; no
+// lane leaves before the group's sums.
 constexpr int kPreprocessLanes = 8;
 template <typename T>
+struct PreprocessLane {
+  static constexpr int kPiece = 16 / int(sizeof(T));  // the binding pads the head dim to a multiple of 8
+  int b, h, i, part;
+  Sequence s;
+  bool in_grid;
+  CFA_DEVICE explicit PreprocessLane(const BwdParams& p) : b(blockIdx.y), s(p.sequence(blockIdx.y)) {
+    const int64_t r = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / kPreprocessLanes;
+    const int64_t padded = (s.len_q + p.stats_pad - 1) / p.stats_pad * p.stats_pad;
+    part = int(threadIdx.x % kPreprocessLanes);
+    in_grid = r < padded * p.num_q_heads;
+    h = int(r % p.num_q_heads);
+    i = int(r / p.num_q_heads);
+  }
+  CFA_DEVICE bool has_row() const { return in_grid && i < s.len_q; }
+};
+
+// Fixed-point dQ's unit for one row: |dQ| <= scale * max|K| * sum_j |dS_j| (a softcap's derivative
+// is at most 1) and sum_j |dS_j| = sum_j P_j |dP_j - D| <= |dO|_1 max|V| + |D| (P sums to at most
+// 1), so with 2^30 units per bound the sums stay below 2^31 with room for rounding. Not finite:
+// NaN, which the conversion turns into a NaN row as an fp32 sum would be.
+CFA_DEVICE float dq_fixed_scale(const BwdParams& p, float do_l1, float delta) {
+  const float bound = float(p.softmax_scale) * p.kv_absmax[0] * (do_l1 * p.kv_absmax[1] + fabsf(delta));
+  if (!(bound < INFINITY)) return NAN;
+  return exp2f(fminf(126.f, fmaxf(-126.f, 30.f - ceilf(log2f(bound)))));  // bound 0: 2^126, shares are 0
+}
+
+template <typename T>
 CFA_GLOBAL void bwd_preprocess_kernel(const BwdParams p) {
-  constexpr int kPiece = 16 / int(sizeof(T));  // the binding pads the head dim to a multiple of 8
+  using Lane = PreprocessLane<T>;
   struct alignas(16) Piece {
-    T e[kPiece];
+    T e[Lane::kPiece];
   };
-  const int b = blockIdx.y;
-  const Sequence s = p.sequence(b);
-  const int64_t r = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / kPreprocessLanes;
-  const int part = int(threadIdx.x % kPreprocessLanes);
-  const int64_t padded = (s.len_q + p.stats_pad - 1) / p.stats_pad * p.stats_pad;
-  const bool in_grid = r < padded * p.num_q_heads;
-  const int h = int(r % p.num_q_heads), i = int(r / p.num_q_heads);
-  float sum = 0.f, lse_log2 = INFINITY;
-  if (in_grid && i < s.len_q) {
-    const int64_t row = s.q_start + i;
-    const T* o = static_cast<const T*>(p.out) + b * p.o_batch_stride + row * p.o_row_stride + h * p.o_head_stride;
-    const T* d = static_cast<const T*>(p.dout) + b * p.do_batch_stride + row * p.do_row_stride + h * p.do_head_stride;
-    for (int c = part * kPiece; c < p.head_dim; c += kPreprocessLanes * kPiece) {
+  const Lane at(p);
+  float sum = 0.f, l1 = 0.f, lse_log2 = INFINITY;
+  if (at.has_row()) {
+    const int64_t row = at.s.q_start + at.i;
+    const T* o = static_cast<const T*>(p.out) + at.b * p.o_batch_stride + row * p.o_row_stride + at.h * p.o_head_stride;
+    const T* d = static_cast<const T*>(p.dout) + at.b * p.do_batch_stride + row * p.do_row_stride + at.h * p.do_head_stride;
+    for (int c = at.part * Lane::kPiece; c < p.head_dim; c += kPreprocessLanes * Lane::kPiece) {
       const Piece x = *reinterpret_cast<const Piece*>(o + c), y = *reinterpret_cast<const Piece*>(d + c);
 #pragma unroll
-      for (int e = 0; e < kPiece; ++e) sum += float(x.e[e]) * float(y.e[e]);
+      for (int e = 0; e < Lane::kPiece; ++e) {
+        sum += float(x.e[e]) * float(y.e[e]);
+        l1 += fabsf(float(y.e[e]));
+      }
     }
-    const float l = p.softmax_lse[b * p.lse_batch_stride + h * p.lse_head_stride + row];
+    const float l = p.softmax_lse[at.b * p.lse_batch_stride + at.h * p.lse_head_stride + row];
     if (l != -INFINITY) lse_log2 = l * float(M_LOG2E);
   }
   sum = arch::lane_group_sum<kPreprocessLanes>(sum);
-  if (in_grid && part == 0) {
-    const int64_t at = p.stats_row(b, h, s) + i;
-    static_cast<float*>(p.softmax_d)[at] = sum;
-    p.lse_log2[at] = lse_log2;
+  if (p.dq_scale) l1 = arch::lane_group_sum<kPreprocessLanes>(l1);
+  if (at.in_grid && at.part == 0) {
+    const int64_t stats = p.stats_row(at.b, at.h, at.s) + at.i;
+    static_cast<float*>(p.softmax_d)[stats] = sum;
+    p.lse_log2[stats] = lse_log2;
+    if (p.dq_scale) p.dq_scale[stats] = at.has_row() ? dq_fixed_scale(p, l1, sum) : 1.f;
+  }
+}
+
+// Fixed-point dQ to the input type: dq_out = dq_accum / dq_scale, lanes as the preprocess's.
+template <typename T>
+CFA_GLOBAL void bwd_dq_fixed_kernel(const BwdParams p) {
+  using Lane = PreprocessLane<T>;
+  const Lane at(p);
+  if (!at.has_row()) return;
+  const float unit = 1.f / p.dq_scale[p.stats_row(at.b, at.h, at.s) + at.i];  // a power of two: exact
+  const int64_t offset = p.dq_offset(at.b, at.s, at.i, at.h);
+  const int32_t* acc = static_cast<const int32_t*>(p.dq_accum) + offset;
+  T* out = static_cast<T*>(p.dq_out) + offset;
+  struct alignas(16) Sums {
+    int32_t e[Lane::kPiece];
+  };
+  struct alignas(16) Pairs {
+    uint32_t e[Lane::kPiece / 2];
+  };
+  for (int c = at.part * Lane::kPiece; c < p.head_dim; c += kPreprocessLanes * Lane::kPiece) {
+    const Sums x = *reinterpret_cast<const Sums*>(acc + c);
+    Pairs y;
+#pragma unroll
+    for (int e = 0; e < Lane::kPiece / 2; ++e) y.e[e] = arch::pack2<T>(float(x.e[2 * e]) * unit, float(x.e[2 * e + 1]) * unit);
+    *reinterpret_cast<Pairs*>(out + c) = y;
   }
 }
 

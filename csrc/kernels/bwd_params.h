@@ -16,15 +16,8 @@
 // head, so the Q/dO/LSE/D it streams stay in one L2 domain. The deterministic dQ pass is
 // query-block parallel and uses the forward's grid (FwdParams::grid_shape(), block_m rows).
 //
-// Ordered dQ (deterministic mode of the sm90 main pass, dq_turns set): each query block's dQ
-// shares are added key block by key block in a fixed order, a workgroup waiting for its
-// neighbour's turn: ascending n, or descending n under a window (the diagonal block goes first,
-// so workgroups that start together do not wait). A workgroup only ever waits for one dispatched
-// before it (hardware dispatches in grid order), so the KV grid walks each row's n-blocks in the
-// order of the turns: descending under a window (GridShape::longest_first reverses a row).
-// With dq_from_last (kernels/launch.h's dq_walks_from_last) a workgroup walks its query blocks
-// from the last instead, and the turns ascend under a window too: key block n - 1 has no more
-// blocks above any query block than n has, so it gets there no later.
+// Deterministic dQ: sm90's main pass adds its shares in fixed point (dq_scale below), whose
+// integer sums are the same in any order; the other families take the dQ pass.
 #pragma once
 #include <cstdint>
 
@@ -57,26 +50,20 @@ struct BwdParams : FwdParams {
 
   int32_t block_n;            // keys per workgroup of the main kernel
   int32_t* kv_block_offsets;  // the main kernel's ragged grid (packed batches), like block_offsets
-  bool deterministic;         // dQ reproducible: by ordered reductions (dq_turns) or by a separate query-block pass
-  // Ordered dQ: per (sequence, query head, block of kDqTurnRows query rows, 64-column panel of the
-  // head dim) the key block that last added its share, plus one (zeroed by the host); nullptr otherwise.
-  int32_t* dq_turns;
-  bool dq_from_last;          // ordered dQ's walk: query blocks from the last, the group's heads inner
+  bool deterministic;         // dQ reproducible: in fixed point (dq_scale) or by a separate query-block pass
+  // Fixed-point dQ (deterministic mode, sm90): dq_accum holds int32 sums of each share times its
+  // row's dq_scale (a power of two per (row, head), laid out as softmax_d, written by the
+  // preprocess from a bound on the row's |dQ| and kv_absmax = {max |K|, max |V|}), which do not
+  // depend on the order the reductions land in; then dq_out = dq_accum / dq_scale in the input
+  // type. nullptr otherwise.
+  float* dq_scale;
+  const float* kv_absmax;
+  void* dq_out;
   int32_t slice_col0;         // head dims split into column slices: the first column of dK, dV, dQ a launch writes
-
-  static constexpr int32_t kDqTurnRows = 64;
 
   CFA_HOST_DEVICE int32_t num_n_blocks() const { return (seqlen_k + block_n - 1) / block_n; }
   CFA_HOST_DEVICE GridShape kv_grid_shape() const {
-    return GridShape{batch, num_kv_heads, num_n_blocks(), num_xcds, kv_block_offsets, dq_turns && windowed && !dq_from_last};
-  }
-  CFA_HOST_DEVICE int64_t dq_turn_blocks() const { return (seqlen_q + kDqTurnRows - 1) / kDqTurnRows; }
-  CFA_HOST_DEVICE int32_t dq_turn_panels() const { return (head_dim + 63) / 64; }
-  CFA_HOST_DEVICE int64_t dq_turns_size() const {
-    return int64_t(batch) * num_q_heads * dq_turn_blocks() * dq_turn_panels();
-  }
-  CFA_HOST_DEVICE int32_t* dq_turn(int32_t b, int32_t h, int32_t m_block, int panel) const {
-    return dq_turns + ((int64_t(b) * num_q_heads + h) * dq_turn_blocks() + m_block) * dq_turn_panels() + panel;
+    return GridShape{batch, num_kv_heads, num_n_blocks(), num_xcds, kv_block_offsets};
   }
   // One KV head's K, V, dK and dV slabs of sequence b, as element type T (rows row_stride apart).
   template <typename T>

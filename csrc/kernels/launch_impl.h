@@ -91,10 +91,10 @@ void launch_main_pass(Kernel kernel, const BwdParams& p, const Args& args, cfaSt
   CFA_LAUNCH(kernel, dim3(unsigned(grid)), dim3(Kv::kThreads), Kv::kSmemBytes, stream, args);
 }
 
-// Whether the main pass adds dQ in the order of BwdParams::dq_turns when given them: the sm90
-// kernel (every head dim it is built for). Otherwise a deterministic backward takes the dQ pass,
-// whatever the binding allocated.
-constexpr bool kOrdersDqInMainPass = kFamily == KernelFamily::kSm90;
+// Whether the main pass adds a deterministic dQ (in fixed point, BwdParams::dq_scale) when asked:
+// the sm90 kernel (every head dim it is built for). Otherwise a deterministic backward takes the
+// dQ pass, whatever the binding allocated.
+constexpr bool kFixedDqInMainPass = kFamily == KernelFamily::kSm90;
 
 #if defined(CFA_FAMILY_SM90)
 template <DType kDType, int kHeadDim, bool kWindowed, DqMode kDq, bool kPlain>
@@ -109,7 +109,7 @@ template <DType kDType, int kHeadDim, bool kWindowed, bool kAtomicDq, bool kPlai
 void launch_bwd_kv(const BwdParams& p, cfaStream_t stream) {
 #if defined(CFA_FAMILY_SM90)
   if constexpr (kAtomicDq) {
-    if (p.dq_turns) return launch_bwd_kv_sm90<kDType, kHeadDim, kWindowed, DqMode::kOrdered, kPlain>(p, stream);
+    if (p.dq_scale) return launch_bwd_kv_sm90<kDType, kHeadDim, kWindowed, DqMode::kFixed, kPlain>(p, stream);
   }
   launch_bwd_kv_sm90<kDType, kHeadDim, kWindowed, kAtomicDq ? DqMode::kAtomic : DqMode::kSeparatePass, kPlain>(p, stream);
 #else
@@ -141,12 +141,15 @@ void run_bwd(const BwdParams& p, cfaStream_t stream) {
              dim3(kPreThreads), 0, stream, p);
   // The generic kernels take head dims above 128 in column slices (bwd_slices), a launch each;
   // sm90's main pass takes them whole.
-  const bool dq_pass = p.deterministic && !(p.dq_turns && kOrdersDqInMainPass);
+  const bool dq_pass = p.deterministic && !(p.dq_scale && kFixedDqInMainPass);
   constexpr int kMainSlice = kFamily == KernelFamily::kSm90 ? kHeadDim : bwd_slice_dim(kHeadDim);
   for (BwdParams slice = p; slice.slice_col0 < p.head_dim; slice.slice_col0 += kMainSlice) {
     if (dq_pass) run_bwd_kv<kDType, kHeadDim, kWindowed, false>(slice, stream);
     else run_bwd_kv<kDType, kHeadDim, kWindowed, true>(slice, stream);
   }
+  if (p.dq_scale && !dq_pass)
+    CFA_LAUNCH(bwd_dq_fixed_kernel<T>, dim3(unsigned((lanes + kPreThreads - 1) / kPreThreads), unsigned(p.batch)),
+               dim3(kPreThreads), 0, stream, p);
   if (!dq_pass) return;
   auto dq = bwd_dq_kernel<kDType, kHeadDim, kWindowed>;
   allow_smem<Dq::kSmemBytes>(dq);

@@ -27,16 +27,16 @@ struct BwdArgs {
 // Gradients and the accumulator-typed scratch the kernels write.
 struct BwdTensors {
   at::Tensor dk, dv;      // like k and v
-  at::Tensor dq_accum;    // zeros like q, contiguous, float (double for fp64 inputs)
+  at::Tensor dq_accum;    // zeros like q, contiguous, float (double for fp64 inputs; int32 for fixed-point dQ)
   at::Tensor softmax_d;   // one row per query row padded to blocks of row_pad (bwd_params.h)
 };
 
 // Validates args (clear errors naming the argument), allocates the tensors and returns params
 // for a backend whose main-kernel workgroups own block_n keys, whose dQ-pass tiles are block_m
 // rows tall and whose per-row buffers are padded to a multiple of row_pad rows per sequence, on a
-// device with `detected_xcds` L2 domains.
+// device with `detected_xcds` L2 domains; fixed_point_dq: dq_accum in int32 (BwdParams::dq_scale).
 BwdParams prepare_bwd(const BwdArgs& args, int block_m, int block_n, int row_pad, int detected_xcds,
-                      BwdTensors& tensors);
+                      BwdTensors& tensors, bool fixed_point_dq = false);
 
 // Sets the gradient pointers and strides of p (backends that re-lay tensors out call it again;
 // dq_accum must be contiguous with p.head_dim columns).

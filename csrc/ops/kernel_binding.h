@@ -5,6 +5,7 @@
 // or (emulated) host C++: every family's launchers are declared for all three.
 #pragma once
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <optional>
 #include <vector>
@@ -113,6 +114,26 @@ inline FwdResult fwd_with_kernels(const FwdArgs& a, const std::optional<at::Tens
   return {out, lse};
 }
 
+// The tensors a fixed-point dQ (the deterministic sm90 backward) adds, kept alive over the launch:
+// max |K| and max |V|, from which the preprocess sets each row's unit (BwdParams::dq_scale), the
+// units, and dQ in the input's dtype, which the conversion kernel writes from the int32 sums.
+struct FixedPointDq {
+  at::Tensor kv_absmax, dq_scale, dq;
+};
+
+inline FixedPointDq bind_fixed_point_dq(BwdParams& p, const BwdArgs& a, const at::Tensor& softmax_d,
+                                        const at::Tensor& dq_accum) {
+  const auto absmax = [](const at::Tensor& x) {
+    return at::linalg_vector_norm(x, INFINITY, std::nullopt, false, at::kFloat);
+  };
+  FixedPointDq f{at::stack({absmax(a.k), absmax(a.v)}), at::empty_like(softmax_d),
+                 at::empty(dq_accum.sizes(), a.q.options())};
+  p.kv_absmax = f.kv_absmax.data_ptr<float>();
+  p.dq_scale = f.dq_scale.data_ptr<float>();
+  p.dq_out = f.dq.data_ptr();
+  return f;
+}
+
 // The backward (dense or packed) on `family`'s kernels, with num_xcds=-1 meaning `detected_xcds`.
 inline BwdResult bwd_with_kernels(const BwdArgs& a, KernelFamily family, int detected_xcds, cfaStream_t stream) {
   const int64_t D = a.q.size(-1), d8 = (D + 7) / 8 * 8;
@@ -121,8 +142,10 @@ inline BwdResult bwd_with_kernels(const BwdArgs& a, KernelFamily family, int det
   // smallest head dim that covers D).
   const int built = tile_head_dim(family, a.q, d8, true);
   const int block_n = bwd_block_n(family, built);
+  // Deterministic sm90: dQ in fixed point (BwdParams::dq_scale), whatever the mapping.
+  const bool fixed = a.deterministic && family == KernelFamily::kSm90;
   BwdTensors t;
-  BwdParams p = prepare_bwd(a, g.bwd_dq_block_m, block_n, g.bwd_row_pad, detected_xcds, t);
+  BwdParams p = prepare_bwd(a, g.bwd_dq_block_m, block_n, g.bwd_row_pad, detected_xcds, t, fixed);
   const DType dtype = check_kernel_dtype(a.op(), a.q);
   check_head_dim(a.op(), family, true, D);
   if (p.total_q == 0 || p.total_k == 0) {  // no query or no key: every gradient is zero
@@ -148,17 +171,14 @@ inline BwdResult bwd_with_kernels(const BwdArgs& a, KernelFamily family, int det
   point_at(p, qk, kk, vk, ok);
   point_grads_at(p, dok, dk, dv, dq_accum);
   p.head_dim = int32_t(d8);
-  // Ordered dQ keeps a turn per 64-column panel of the head dim: an instantiation with more panels
-  // (a reduced build running a wider one) would share turns between query blocks, so it takes the dQ pass.
-  const bool ordered = orders_dq(family, p) && (built + 63) / 64 == p.dq_turn_panels();
-  const at::Tensor dq_turns = ordered ? at::zeros({p.dq_turns_size()}, a.q.options().dtype(at::kInt)) : at::Tensor();
-  p.dq_turns = dq_turns.defined() ? dq_turns.data_ptr<int32_t>() : nullptr;
-  p.dq_from_last = dq_walks_from_last(p);
+  const FixedPointDq fixed_dq = fixed ? bind_fixed_point_dq(p, a, t.softmax_d, dq_accum) : FixedPointDq{};
   check_launched(launch_kernels(family, dtype, p, stream), a.op(), a.q, family);
-  if (!padded) return {t.dq_accum.to(a.q.scalar_type()), t.dk, t.dv};
+  // dQ in the input's dtype (fixed point: the conversion kernel wrote it).
+  const at::Tensor dq = fixed ? fixed_dq.dq : dq_accum;
+  if (!padded) return {dq.to(a.q.scalar_type()), t.dk, t.dv};
   t.dk.copy_(dk.narrow(-1, 0, D));
   t.dv.copy_(dv.narrow(-1, 0, D));
-  return {dq_accum.narrow(-1, 0, D).to(a.q.scalar_type()), t.dk, t.dv};
+  return {dq.narrow(-1, 0, D).to(a.q.scalar_type()).contiguous(), t.dk, t.dv};
 }
 
 }  // namespace chiplet_fa

@@ -14,21 +14,17 @@
 //              and, adding dQ, stage dS^T in shared memory, compute a 64 x 64 share of
 //              dQ = dS K * scale and stage it for the copy engine, which adds it to the fp32
 //              accumulator in global memory (TMA reduction: one instruction per 32 columns).
-//   dQ writer  kAtomic: each consumer's thread 0 issues its reductions. kOrdered (deterministic
-//              mode, BwdParams::dq_turns): the producer's last warp takes each staged share in
-//              the order of the turns (waiting for the neighbour's, then passing its own once
-//              the reduction is complete). Each consumer stages into two buffers in turn, so it
-//              never waits on another workgroup unless the writer falls two shares behind.
+//   dQ adds  each consumer's thread 0 issues its reductions as its shares come: kAtomic in fp32;
+//              kFixed (deterministic mode, BwdParams::dq_scale) in int32 units of each row, whose
+//              sums come out the same in any order.
 // dQ = dS K over all 128 keys (both consumers' dS^T), in 64-column panels: the consumers take a
 // query block's whole share in turn (step parity), one product of N = D (at D = 128 its operands
 // are 48 KB of shared memory against 64 KB for two N = 64 halves) staged panel by panel, while the
 // other consumer goes on to the next block. An atomic share is computed a step late, after its
 // owner's products of the next block, when the other consumer's half of dS^T has long been staged:
 // an owner computing at once waited at every step for the consumer that had just computed the
-// previous share (10% of the D = 128 kernel's warp samples). Ordered dQ at D = 128 cannot hold
-// that accumulator beside dK and dV: there consumer c adds panel c every step. A one-panel
-// product (D = 64, or that panel) is issued while dK's product still runs; a wider one after it,
-// in P^T and dS^T's registers. Ordered dQ has one chain of turns per panel.
+// previous share (10% of the D = 128 kernel's warp samples). A one-panel product (D = 64) is
+// issued while dK's product still runs; a wider one after it, in P^T and dS^T's registers.
 // Above D = 128 (kWide) 64 keys of dK and dV would take 2 x D/2 registers a thread: the consumers
 // share one block of 64 keys instead, consumer c holding dK, dV columns [128 c, 128 c + 128). Each
 // computes S^T, dP^T for 32 of the block's 64 queries, writes its P^T and dS^T halves to shared
@@ -55,8 +51,9 @@ namespace chiplet_fa::CFA_FAMILY {
 // 224 spills in the causal kernels, and 40 + 2 * 232 takes the whole pool of 168 * 3.
 // kPlain: scores without softcap or ALiBi, a kernel of its own (see kernels/sm90/fwd_kernel.h).
 // How the main pass's dQ shares reach dq_accum: not at all (a separate dQ pass), by TMA
-// reductions as they come (atomic), or in the order of BwdParams::dq_turns (deterministic).
-enum class DqMode { kSeparatePass, kAtomic, kOrdered };
+// reductions as they come (atomic), or the same in fixed point (BwdParams::dq_scale: integer
+// sums, the same in any order; deterministic mode).
+enum class DqMode { kSeparatePass, kAtomic, kFixed };
 
 template <DType kDType, int kHeadDim, bool kWindowed, DqMode kDq, bool kPlain>
 struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
@@ -76,7 +73,6 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
   // At D = 256 a second stage of Q and dO (64 KB) does not fit beside K, V, P^T, dS^T and dQ's staging.
   static constexpr int kStages = kDim > 192 ? 1 : 2;
   static_assert(geometry(kFamily).bwd_row_pad % kBlockM == 0, "query blocks read lse_log2 and D unchecked");
-  static_assert(BwdParams::kDqTurnRows == kBlockM, "a dQ turn per query block");
 
   using KVTile = arch::SmemTile<kBlockN, kDim>;
   using QTile = arch::SmemTile<kBlockM, kDim>;   // Q or dO of one query block
@@ -88,35 +84,24 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
   using KeyAcc = arch::Acc<1, kKeyCols>;        // a warp's 16 keys x its consumer's dK, dV columns
   template <int kPanelsN>
   using DqAcc = arch::Acc<1, 64 * kPanelsN>;    // a warp's 16 queries x kPanelsN dQ panels
-  static constexpr bool kAddsDq = kDq != DqMode::kSeparatePass, kOrdered = kDq == DqMode::kOrdered;
+  static constexpr bool kAddsDq = kDq != DqMode::kSeparatePass, kFixed = kDq == DqMode::kFixed;
   static constexpr int kDqHeadPanels = kDim / 64;
-  static constexpr bool kDqInTurn = kAddsDq && !kWide && !(kOrdered && kDqHeadPanels == kConsumers);
-  static_assert(!kAddsDq || kWide || kDqInTurn || kDqHeadPanels == kConsumers,
-                "a dQ panel per consumer, or the share in turn");
+  // Up to D = 128 the consumers take the shares in turn, each a step late (see the top).
+  static constexpr bool kDqInTurn = kAddsDq && !kWide;
   static_assert(!kDqInTurn || kConsumers == 2, "shares in turn: a consumer owns every other step's");
-  // Atomic shares in turn are computed a step late (see the top); ordered ones at once, since a
-  // late share delays the turns every later workgroup waits for.
-  static constexpr bool kDqLagged = kDqInTurn && !kOrdered;
   static constexpr int kDqSharePanels = kDqInTurn ? kDqHeadPanels : 1;  // panels of one consumer's product
-  // Panel p of step it is consumer dq_owner(p, it)'s: each consumer stages a share every kDqEvery steps.
-  static constexpr int kDqEvery = kDqInTurn ? kConsumers : 1;
+  // Panel p of step it is consumer dq_owner(p, it)'s: in turn, or (kWide) a panel a consumer.
   static CFA_DEVICE int dq_owner(int p, int it) {
     if constexpr (kWide) return (p + kDqHeadPanels) % kConsumers;
-    return kDqInTurn ? it % kConsumers : p;
+    return it % kConsumers;
   }
-  // A staging slot holds one panel of a share. Ordered dQ with one-panel shares stages a consumer's
-  // shares in two buffers in turn (the writer frees one while the consumer fills the other), atomic
-  // dQ in one, restaged once the copy engine has read it; kWide stages each panel in a slot of its
-  // own. A slot takes a share every kDqReuse steps.
-  static constexpr int kDqBuffers = kOrdered && !kWide && kDqSharePanels == 1 ? 2 : 1;
-  static constexpr int kDqSlots = kWide ? kDqHeadPanels : kConsumers * kDqBuffers * kDqSharePanels;
-  static constexpr int kDqReuse = kDqEvery * kDqBuffers;
+  // A staging slot holds one panel of a share: a consumer's share in its own slots, restaged once
+  // the copy engine has read them; kWide stages each panel in a slot of its own.
+  static constexpr int kDqSlots = kWide ? kDqHeadPanels : kConsumers * kDqSharePanels;
   static CFA_DEVICE int dq_slot(int p, int it) {
     if constexpr (kWide) return p;
-    return (dq_owner(p, it) * kDqBuffers + (it / kDqEvery) % kDqBuffers) * kDqSharePanels + p % kDqSharePanels;
+    return dq_owner(p, it) * kDqSharePanels + p % kDqSharePanels;
   }
-  // The producer's threads that load query blocks: all but the dQ writer's warp when there is one.
-  static constexpr int kLoaders = kOrdered ? kWgThreads - 32 : kWgThreads;
   // fp32 dQ staging: panels of 64 rows x 32 floats (one 128-byte swizzle row), laid out as the
   // copy engine's 128-byte swizzle reads them (16-byte chunk index XOR row % 8), so a warp's
   // float2 stores of 8 rows x 4 column pairs fall on 32 different banks.
@@ -140,8 +125,6 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
     KeyWindow window;
     int n0;
     BlockRange rows, plain;
-    BlockRange before;  // ordered dQ: the query blocks of the workgroup whose turn comes before ours
-    int before_mark;    // and the mark it leaves in dq_turns (its n_block + 1)
   };
   struct Smem {
     T k[KVTile::kElems];
@@ -158,13 +141,11 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
   };
   static constexpr int kSmemBytes = int(sizeof(Smem));
   static_assert(kSmemBytes <= 227 * 1024, "shared memory per workgroup on sm_90");
-  // Named barriers (0 is __syncthreads): dS^T complete (kDqLagged: one per dS^T buffer, the
-  // other consumer's half staged for the share's owner); a dS^T buffer free again (kDqLagged: the
-  // owner's product has read it); a dQ staging buffer complete (atomic: among its consumer's
-  // threads; ordered: for the writer); a staging buffer free again (ordered).
-  static constexpr int kDsBarrier = 1, kDsFree = 3, kDqBarrier = 5, kDqFree = 5 + kDqSlots;
-  static_assert(kDqFree + kDqSlots <= 16, "sm_90 has 16 named barriers");
-  static constexpr int kWriterBarrierThreads = kWgThreads + 32;
+  // Named barriers (0 is __syncthreads): dS^T complete (kDqInTurn: one per dS^T buffer, the
+  // other consumer's half staged for the share's owner); a dS^T buffer free again (kDqInTurn: the
+  // owner's product has read it); a dQ staging buffer complete (among its consumer's threads).
+  static constexpr int kDsBarrier = 1, kDsFree = 3, kDqBarrier = 5;
+  static_assert(kDqBarrier + kDqSlots <= 16, "sm_90 has 16 named barriers");
 
   static CFA_DEVICE Keys keys_of(const BwdParams& p, const KvTile& tile) {
     Keys k;
@@ -184,13 +165,6 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
     }
     k.plain.first = min(max(plain.first, k.rows.first), k.rows.end);
     k.plain.end = max(min(plain.end, k.rows.end), k.plain.first);
-    // The neighbour's own keys_of range: a query block waits for it exactly when it adds a share.
-    // Ordered dQ: the key block before ours in the turns (see BwdParams): n - 1, or n + 1 under a
-    // window walked from the diagonal.
-    const int turn_step = kWindowed && !p.dq_from_last ? 1 : -1, nb0 = k.n0 + turn_step * kBlockN;
-    k.before_mark = tile.n_block + turn_step + 1;
-    k.before = kOrdered && nb0 >= 0 && nb0 < k.seq.len_k ? query_blocks(k.window, nb0, nb0 + kBlockN, kBlockM)
-                                                          : BlockRange{0, 0};
     return k;
   }
 
@@ -199,40 +173,27 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
     return p.group_size() * (keys.rows.end - keys.rows.first);
   }
 
-  // The (query head, query block) pairs a workgroup visits, in order, as visit(step, h, m, masked).
-  // Head by head from the first block; under ordered dQ with dq_from_last, the query blocks from
-  // the last with the group's heads inner, so resident workgroups read the same rows at once.
-  // kByMask: the blocks that need the mask (outside [plain.first, plain.end)) and the others in
-  // loops of their own, masked a std::bool_constant (the consumers' steps); otherwise one loop,
-  // masked always true (the producer and the dQ writer, which ignore it).
+  // The (query head, query block) pairs a workgroup visits, in order, as visit(step, h, m, masked):
+  // head by head from the first block. kByMask: the blocks that need the mask (outside
+  // [plain.first, plain.end)) and the others in loops of their own, masked a std::bool_constant
+  // (the consumers' steps); otherwise one loop, masked always true (the producer, which ignores it).
   template <bool kByMask, typename Visit>
   static CFA_DEVICE void walk(const BwdParams& p, const Keys& keys, Visit&& visit) {
     const int G = p.group_size(), h0 = keys.tile.kv_head * G;
     const BlockRange &rows = keys.rows, &plain = keys.plain;
-    auto runs = [&](bool down, auto&& blocks) {
+    int it = 0;
+    for (int j = 0; j < G; ++j) {
+      auto blocks = [&](int first, int end, auto masked) {
+        for (int m = first; m < end; ++m) visit(it++, h0 + j, m, masked);
+      };
       if constexpr (!kByMask) {
         blocks(rows.first, rows.end, std::true_type{});
-      } else if (down) {
-        blocks(plain.end, rows.end, std::true_type{});
-        blocks(plain.first, plain.end, std::false_type{});
-        blocks(rows.first, plain.first, std::true_type{});
       } else {
         blocks(rows.first, plain.first, std::true_type{});
         blocks(plain.first, plain.end, std::false_type{});
         blocks(plain.end, rows.end, std::true_type{});
       }
-    };
-    int it = 0;
-    if (kOrdered && p.dq_from_last) {
-      return runs(true, [&](int first, int end, auto masked) {
-        for (int m = end - 1; m >= first; --m)
-          for (int j = 0; j < G; ++j) visit(it++, h0 + j, m, masked);
-      });
     }
-    for (int j = 0; j < G; ++j)
-      runs(false, [&](int first, int end, auto masked) {
-        for (int m = first; m < end; ++m) visit(it++, h0 + j, m, masked);
-      });
   }
 
   static CFA_DEVICE void run(const TmaBwdParams& a, unsigned char* smem_raw) {
@@ -244,7 +205,7 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
       sm.keys = keys_of(p, map_kv_workgroup(p, blockIdx.x));
       arch::mbarrier_init(&sm.bar.kv_full, kWgThreads);
       for (int s = 0; s < kStages; ++s) {
-        arch::mbarrier_init(&sm.bar.full[s], kLoaders);
+        arch::mbarrier_init(&sm.bar.full[s], kWgThreads);
         arch::mbarrier_init(&sm.bar.empty[s], kConsumers * kWgThreads);
       }
     }
@@ -267,11 +228,6 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
     load_tile<KVTile, kWgThreads>(sm.k, kv.k, p.k_row_stride, keys.n0, keys.seq.len_k, p.head_dim, tid);
     load_tile<KVTile, kWgThreads>(sm.v, kv.v, p.v_row_stride, keys.n0, keys.seq.len_k, p.head_dim, tid);
     arch::mbarrier_arrive_on_copies(&sm.bar.kv_full);
-    if (kOrdered && tid >= kLoaders) {
-      write_dq(a, sm, keys);
-      arch::copy_wait_all();
-      return;
-    }
     const bool packed = p.cu_seqlens_q != nullptr;
     walk<false>(p, keys, [&](int it, int h, int m, auto) {
       const int stage = it % kStages, m0 = m * kBlockM;
@@ -299,44 +255,6 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
     arch::copy_wait_all();  // no copy outlives the thread that issued it
   }
 
-  // Ordered dQ: per step, frees the buffers the owners' next shares go to (their reductions from
-  // two shares back are complete), then for each panel takes the owner's staged share, waits for
-  // the neighbour's turn on that query block and panel, has the copy engine add it, and once the
-  // reductions are complete passes this workgroup's turns on.
-  static CFA_DEVICE void write_dq(const TmaBwdParams& a, Smem& sm, const Keys& keys) {
-    const BwdParams& p = a.p;
-    const bool leader = threadIdx.x % 32 == 0;
-    const KvTile& tile = keys.tile;
-    const int mark = tile.n_block + 1;
-    const int row0 = int(keys.seq.q_start), batch = p.cu_seqlens_q ? 0 : tile.batch;  // dq's coordinates
-    const int steps = walk_steps(p, keys);
-    walk<false>(p, keys, [&](int it, int h, int m, auto) {
-      // Each buffer is freed once per share staged in it: the first shares' up front, the others'
-      // kDqReuse - 1 steps ahead, once its previous share (step it - 1's) is complete, so a free
-      // never meets the previous one's barrier phase.
-      for (int panel = 0; panel < kDqHeadPanels; ++panel) {
-        for (int j = 0; it == 0 && j < kDqReuse - 1 && j < steps; ++j)
-          arch::named_barrier_arrive(kDqFree + dq_slot(panel, j), kWriterBarrierThreads);
-        const int next = it + kDqReuse - 1;
-        if (next < steps) arch::named_barrier_arrive(kDqFree + dq_slot(panel, next), kWriterBarrierThreads);
-      }
-      for (int panel = 0; panel < kDqHeadPanels; ++panel) {
-        const int b = dq_slot(panel, it);
-        arch::named_barrier_sync(kDqBarrier + b, kWriterBarrierThreads);
-        if (leader) {
-          if (m >= keys.before.first && m < keys.before.end)
-            arch::wait_for_turn(p.dq_turn(tile.batch, h, m, panel), keys.before_mark);
-          add_dq_share(a, sm.dq[b], 64 * panel, row0 + m * kBlockM, h, batch);
-        }
-      }
-      if (leader) {
-        arch::bulk_wait_all();
-        for (int panel = 0; panel < kDqHeadPanels; ++panel) arch::pass_turn(p.dq_turn(tile.batch, h, m, panel), mark);
-      }
-      __syncwarp();
-    });
-  }
-
   // One staged dQ share (64 rows, from column col0) added to dq_accum by the copy engine.
   // Columns past the head dim and a dense batch's rows past its end lie outside dq's map.
   static CFA_DEVICE void add_dq_share(const TmaBwdParams& a, const float* sdq, int col0, int row, int h, int batch) {
@@ -350,8 +268,8 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
   template <typename Slabs>
   static CFA_DEVICE void load_by_hand(const BwdParams& p, Smem& sm, const Slabs& qs, int stage, int m0, int n_rows,
                                       int tid) {
-    load_tile<QTile, kLoaders>(sm.q[stage], qs.q, p.q_row_stride, m0, n_rows, p.head_dim, tid);
-    load_tile<QTile, kLoaders>(sm.dout[stage], qs.dout, p.do_row_stride, m0, n_rows, p.head_dim, tid);
+    load_tile<QTile, kWgThreads>(sm.q[stage], qs.q, p.q_row_stride, m0, n_rows, p.head_dim, tid);
+    load_tile<QTile, kWgThreads>(sm.dout[stage], qs.dout, p.do_row_stride, m0, n_rows, p.head_dim, tid);
     constexpr int kRowChunks = kBlockM / 4;  // 16-byte pieces of a block's lse_log2 or D
     if (tid < kRowChunks)
       arch::copy_16B_async(&sm.lse_log2[stage][4 * tid], qs.lse_log2 + m0 + 4 * tid, true);
@@ -387,7 +305,7 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
     const int steps = walk_steps(p, keys);
     struct {
       int h, m0;
-    } lag{0, 0};  // kDqLagged: the previous step's query head and block, for its share
+    } lag{0, 0};  // kDqInTurn: the previous step's query head and block, for its share
     KeyAcc dk, dv;
 #pragma unroll
     for (int i = 0; i < KeyAcc::kSize; ++i) dk.x[i] = dv.x[i] = 0.f;
@@ -433,7 +351,7 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
     };
 
     // Panels [panel0, panel0 + kPanelsN) of step it's dQ share, this consumer's: dS K over every
-    // key, staged in shared memory for the writer (ordered) or added by the consumer's thread 0 (atomic).
+    // key, staged in shared memory and added by the consumer's thread 0.
     auto dq_share = [&](int it, int h, int m0, const T* ds_t, int panel0, int l, auto panels_n) {
       constexpr int kPanelsN = decltype(panels_n)::value;
       using Acc = DqAcc<kPanelsN>;
@@ -441,13 +359,18 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
       arch::wgmma_fence();
       arch::wgmma_tn<T, kBlockN, kBlockN, kBlockN>(dq, ds_t, sm.k + panel0 * KVTile::kPanel);
       arch::wgmma_commit();
+      // kFixed: the units of this thread's two rows (Acc slots 0 and 1), loaded under the product.
+      float units[2] = {scale, scale};
+      if constexpr (kFixed) {
+        const float* row_scale = p.dq_scale + p.stats_row(tile.batch, h, keys.seq) + m0 + (warp % 4) * 16 + l / 4;
+        units[0] = row_scale[0] * scale;
+        units[1] = row_scale[8] * scale;
+      }
       arch::wgmma_wait<0>();
       arch::pin(dq.x);
-      // kDqLagged: dS^T is read; the other consumer may restage that buffer two steps on.
-      if (kDqLagged && it + 2 < steps)
+      // kDqInTurn: dS^T is read; the other consumer may restage that buffer two steps on.
+      if (kDqInTurn && it + 2 < steps)
         arch::named_barrier_arrive(kDsFree + it % 2, kConsumers * kWgThreads);
-      if constexpr (kOrdered)
-        for (int p = panel0; p < panel0 + kPanelsN; ++p) arch::named_barrier_sync(kDqFree + dq_slot(p, it), kWriterBarrierThreads);
       const int rows_left = int(keys.seq.len_q) - m0;  // rows of this block inside the sequence
 #pragma unroll
       for (int i = 0; i < Acc::kSize; i += 2) {
@@ -455,23 +378,23 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
         // A select, not a product: past the end dS is 0 * (NaN) where this sequence's K or V are
         // non-finite, and in a packed batch those rows are the next sequence's.
         const bool live = r < rows_left;
-        float* sdq = sm.dq[dq_slot(panel0 + c / 64, it)];
-        *reinterpret_cast<float2*>(sdq + dq_staging_offset(r, c % 64)) =
-            make_float2(live ? dq.x[i] * scale : 0.f, live ? dq.x[i + 1] * scale : 0.f);
+        float* sdq = sm.dq[dq_slot(panel0 + c / 64, it)] + dq_staging_offset(r, c % 64);
+        if constexpr (kFixed) {
+          const float unit = units[Acc::slot(i)];
+          *reinterpret_cast<int2*>(sdq) = make_int2(live ? __float2int_rn(dq.x[i] * unit) : 0,
+                                                    live ? __float2int_rn(dq.x[i + 1] * unit) : 0);
+        } else {
+          *reinterpret_cast<float2*>(sdq) = make_float2(live ? dq.x[i] * scale : 0.f, live ? dq.x[i + 1] * scale : 0.f);
+        }
       }
       arch::fence_async_proxy();
-      if constexpr (kOrdered) {
-        for (int p = panel0; p < panel0 + kPanelsN; ++p)  // to the writer
-          arch::named_barrier_arrive(kDqBarrier + dq_slot(p, it), kWriterBarrierThreads);
-      } else {
-        arch::named_barrier_sync(kDqBarrier + dq_slot(panel0, it), kWgThreads);
-        if (wg_tid == 0)
-          for (int p = panel0; p < panel0 + kPanelsN; ++p)
-            add_dq_share(a, sm.dq[dq_slot(p, it)], 64 * p, dq_row0 + m0, h, dq_batch);
-      }
+      arch::named_barrier_sync(kDqBarrier + dq_slot(panel0, it), kWgThreads);
+      if (wg_tid == 0)
+        for (int p = panel0; p < panel0 + kPanelsN; ++p)
+          add_dq_share(a, sm.dq[dq_slot(p, it)], 64 * p, dq_row0 + m0, h, dq_batch);
     };
 
-    // kDqLagged: share j, this consumer's, a step late: the other consumer's half of its dS^T is
+    // kDqInTurn: share j, this consumer's, a step late: the other consumer's half of its dS^T is
     // staged (usually long since), and the copy engine has read this consumer's previous share.
     auto lagged_share = [&](int j, int h, int m0, int l, auto panels_n) {
       if (wg_tid == 0) arch::bulk_wait_read<0>();
@@ -483,7 +406,7 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
     auto staged_barrier = [&] {
       arch::fence_async_proxy();
       // Before this consumer restages dQ, the copy engine must have read its previous shares.
-      if (kAddsDq && !kOrdered && wg_tid == 0) arch::bulk_wait_read<0>();
+      if (kAddsDq && wg_tid == 0) arch::bulk_wait_read<0>();
       arch::named_barrier_sync(kDsBarrier, kConsumers * kWgThreads);
     };
 
@@ -568,9 +491,9 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
         arch::wgmma_fence();
         arch::wgmma_pv<T, kBlockM, kCols>(dk, dsf, sQ);
         arch::wgmma_commit();
-        // kDqLagged: the other consumer owns this step's share and this one the previous step's.
-        [[maybe_unused]] const bool lags = kDqLagged && dq_owner(0, it) != wcw;
-        if constexpr (kDqLagged) {
+        // kDqInTurn: the other consumer owns this step's share and this one the previous step's.
+        [[maybe_unused]] const bool lags = kDqInTurn && dq_owner(0, it) != wcw;
+        if constexpr (kDqInTurn) {
           // The buffer's dS^T from two steps back has been read by its owner, the other consumer.
           if (lags && it >= 2) arch::named_barrier_sync(kDsFree + it % 2, kConsumers * kWgThreads);
           stage_t(sm.ds_t[it % 2], dsf, row0, 0, l);
@@ -579,20 +502,12 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
           // One panel's accumulator fits beside the pending dK product: issued while it runs.
           if constexpr (kDqSharePanels == 1)
             if (lags && it > 0) lagged_share(it - 1, lag.h, lag.m0, l, std::integral_constant<int, 1>{});
-        } else if constexpr (kAddsDq) {
-          stage_t(sm.ds_t[it % 2], dsf, row0, 0, l);
-          staged_barrier();
-          if constexpr (kDqSharePanels == 1) {
-            const int panel = kDqInTurn ? 0 : wcw;
-            if (dq_owner(panel, it) == wcw) dq_share(it, h, m0, sm.ds_t[it % 2], panel, l, std::integral_constant<int, 1>{});
-          }
         }
         arch::wgmma_wait<0>();  // dK += dS^T Q; P^T and dS^T's registers go to dQ's accumulator
         arch::pin(pf.a);
         arch::pin(dsf.a);
         release(stage);  // dQ reads only dS^T and K
-        static_assert(kDqSharePanels == 1 || kDqLagged, "shares of several panels are atomic ones");
-        if constexpr (kDqLagged && kDqSharePanels > 1)
+        if constexpr (kDqInTurn && kDqSharePanels > 1)
           if (lags && it > 0) lagged_share(it - 1, lag.h, lag.m0, l, std::integral_constant<int, kDqSharePanels>{});
         lag = {h, m0};
       }
@@ -607,11 +522,11 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
         if constexpr (kPlain) step(it, h, m * kBlockM, plain, masked);
         else step(it, h, m * kBlockM, ScoreMod(p, tile.batch, h, keys.seq), masked);
       });
-      if constexpr (kDqLagged)
+      if constexpr (kDqInTurn)
         if (dq_owner(0, steps - 1) == cw)
           lagged_share(steps - 1, lag.h, lag.m0, arch::opaque(lane), std::integral_constant<int, kDqSharePanels>{});
     }
-    if constexpr (kDq == DqMode::kAtomic) arch::bulk_wait_all();
+    if constexpr (kAddsDq) arch::bulk_wait_all();
 
     // dK, dV: kWide's consumer c holds columns [128 c, ...), 128 of them or D - 128.
     const auto kv = p.kv_slabs<T>(tile.batch, tile.kv_head, keys.seq);

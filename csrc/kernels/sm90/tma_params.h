@@ -17,7 +17,7 @@ struct TmaFwdParams {
   FwdParams p;
   CUtensorMap q, k, v;
 };
-// q and dout, which the producer loads a query block of at a time, and dq: the fp32 dQ accumulator
+// q and dout, which the producer loads a query block of at a time, and dq: the fp32 (or fixed-point int32) dQ accumulator
 // (laid out like q, BwdParams), which a consumer adds its dQ share of a query block into;
 // undescribed where the pass computes no dQ (deterministic mode).
 struct TmaBwdParams {
@@ -76,9 +76,9 @@ inline TmaBwdParams with_tensor_maps(const BwdParams& p, bool bf16, bool atomic_
                  query_rows_map(p, p.dout, e, p.do_row_stride, p.do_head_stride, p.do_batch_stride, box_rows, "dout"),
                  {}};
   const int64_t d = p.head_dim, h = p.num_q_heads;
+  const arch::TmaElement acc = p.dq_scale ? arch::TmaElement::kInt32 : arch::TmaElement::kFloat32;  // fixed point
   if (atomic_dq)
-    a.dq = query_rows_map(p, p.dq_accum, arch::TmaElement::kFloat32, h * d, d, int64_t(p.seqlen_q) * h * d, box_rows,
-                          "dq_accum");
+    a.dq = query_rows_map(p, p.dq_accum, acc, h * d, d, int64_t(p.seqlen_q) * h * d, box_rows, "dq_accum");
   return a;
 }
 
