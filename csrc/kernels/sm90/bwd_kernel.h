@@ -360,7 +360,7 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
       arch::wgmma_tn<T, kBlockN, kBlockN, kBlockN>(dq, ds_t, sm.k + panel0 * KVTile::kPanel);
       arch::wgmma_commit();
       // kFixed: the units of this thread's two rows (Acc slots 0 and 1), loaded under the product.
-      float units[2] = {scale, scale};
+      [[maybe_unused]] float units[2] = {scale, scale};
       if constexpr (kFixed) {
         const float* row_scale = p.dq_scale + p.stats_row(tile.batch, h, keys.seq) + m0 + (warp % 4) * 16 + l / 4;
         units[0] = row_scale[0] * scale;
