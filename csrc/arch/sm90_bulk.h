@@ -16,5 +16,7 @@ template <int kPending>
 CFA_DEVICE void bulk_wait_read() {
   asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(kPending) : "memory");
 }
+// This thread's bulk groups are complete (their global writes done).
+CFA_DEVICE void bulk_wait_all() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
 
 }  // namespace chiplet_fa::CFA_FAMILY::arch

@@ -98,7 +98,6 @@ void preprocess(const BwdParams& p) {
         Acc sum = 0;
         for (int x = 0; x < D; ++x) sum += Acc(o[x]) * Acc(d[x]);
         delta[p.stats_row(b, h, s) + i] = sum;
-        std::fill_n(static_cast<Acc*>(p.dq_accum) + p.dq_offset(b, s, i, h), D, Acc(0));
       }
     }
   });

@@ -83,9 +83,8 @@ struct BwdDqConfig {
 // order, each reading 16-byte pieces of O and dO: a warp reads whole sectors of neighbouring heads
 // (one thread a row, reading 2 bytes at a time, had run at a quarter of the DRAM rate). D =
 // rowsum(dO * O) and lse_log2 (see BwdParams), padding rows D = 0 and lse_log2 = +inf; with
-// fixed-point dQ also the row's dq_scale. The row's dq_accum is zeroed here, not by a fill kernel
-// of its own. Launched with enough lanes for the longest sequence; no lane leaves before the
-// group's sums.
+// fixed-point dQ also the row's dq_scale. Launched with enough lanes for the longest sequence; no
+// lane leaves before the group's sums.
 constexpr int kPreprocessLanes = 8;
 template <typename T>
 struct PreprocessLane {
@@ -120,18 +119,13 @@ CFA_GLOBAL void bwd_preprocess_kernel(const BwdParams p) {
   struct alignas(16) Piece {
     T e[Lane::kPiece];
   };
-  struct alignas(16) Zeros {  // kPiece 4-byte dq_accum entries (fp32 or int32: zero is all bits 0)
-    uint32_t e[Lane::kPiece];
-  };
   const Lane at(p);
   float sum = 0.f, l1 = 0.f, lse_log2 = INFINITY;
   if (at.has_row()) {
     const int64_t row = at.s.q_start + at.i;
     const T* o = static_cast<const T*>(p.out) + at.b * p.o_batch_stride + row * p.o_row_stride + at.h * p.o_head_stride;
     const T* d = static_cast<const T*>(p.dout) + at.b * p.do_batch_stride + row * p.do_row_stride + at.h * p.do_head_stride;
-    uint32_t* acc = static_cast<uint32_t*>(p.dq_accum) + p.dq_offset(at.b, at.s, at.i, at.h);
     for (int c = at.part * Lane::kPiece; c < p.head_dim; c += kPreprocessLanes * Lane::kPiece) {
-      *reinterpret_cast<Zeros*>(acc + c) = Zeros{};
       const Piece x = *reinterpret_cast<const Piece*>(o + c), y = *reinterpret_cast<const Piece*>(d + c);
 #pragma unroll
       for (int e = 0; e < Lane::kPiece; ++e) {

@@ -27,8 +27,7 @@ struct BwdArgs {
 // Gradients and the accumulator-typed scratch the kernels write.
 struct BwdTensors {
   at::Tensor dk, dv;      // like k and v
-  at::Tensor dq_accum;    // like q, contiguous, float (double for fp64 inputs; int32 for fixed-point dQ); every
-                          // backend's preprocess zeroes it
+  at::Tensor dq_accum;    // zeros like q, contiguous, float (double for fp64 inputs; int32 for fixed-point dQ)
   at::Tensor softmax_d;   // one row per query row padded to blocks of row_pad (bwd_params.h)
 };
 

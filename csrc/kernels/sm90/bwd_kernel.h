@@ -526,6 +526,7 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
         if (dq_owner(0, steps - 1) == cw)
           lagged_share(steps - 1, lag.h, lag.m0, arch::opaque(lane), std::integral_constant<int, kDqSharePanels>{});
     }
+    if constexpr (kAddsDq) arch::bulk_wait_all();
 
     // dK, dV: kWide's consumer c holds columns [128 c, ...), 128 of them or D - 128.
     const auto kv = p.kv_slabs<T>(tile.batch, tile.kv_head, keys.seq);
@@ -538,10 +539,6 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
         *reinterpret_cast<uint32_t*>(kv.dv + key * p.dv_row_stride + col) = arch::pack2<T>(dv.x[i], dv.x[i + 1]);
       }
     }
-    // The staging must outlive the copy engine's reads of it, but not the reductions themselves:
-    // the kernel's completion includes them (waiting for them here, before the stores, had each
-    // workgroup sit through its last reduction's round trip).
-    if constexpr (kAddsDq) arch::bulk_wait_read<0>();
   }
 
 };
