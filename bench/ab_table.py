@@ -14,10 +14,13 @@ KEYS = (("head_first", "sdpa_cudnn"), ("head_first_bwd", "sdpa_cudnn_bwd"))
 
 
 def variant_rows(folder: Path):
-    """Every benchmark's rows, each tagged with the benchmark (the JSON file's stem: fwd, bwd)."""
+    """Every benchmark's rows, each tagged with the benchmark (the JSON file's stem: fwd, bwd);
+    rows of other tools in the folder (kernel_times.py's per-kernel times) are left out."""
     rows = []
     for f in sorted(folder.glob("*.json")):
         for row in json.loads(f.read_text())["rows"]:
+            if not any(ours in row for ours, _ in KEYS):
+                continue
             rows.append(dict(row, bench=f.name.split("_")[0]))
             if row.get("head_first_det_bwd") is not None:
                 rows.append(dict(row, bench="bwd-det", head_first_bwd=row["head_first_det_bwd"]))

@@ -50,3 +50,10 @@ def test_deterministic_backward_gets_a_row_of_its_own(tmp_path):
     lines = ab.table(tmp_path).splitlines()
     assert lines[2:] == ["| bwd | 8x16/16 N=2048 D=64 | yes | 120 | 0.60 | 120 | 0.60 |",
                          "| bwd-det | 8x16/16 N=2048 D=64 | yes | 90 | 0.45 | 110 | 0.55 |"]
+
+
+def test_rows_of_other_tools_are_left_out(tmp_path):
+    write(tmp_path, "0-tree", [dict(SHAPE, causal=True, head_first=231.0, sdpa_cudnn=330.0)])
+    write(tmp_path, "0-tree", [dict(SHAPE, causal=True, call="bwd", kernel="bwd_kv_kernel", us=556.0)],
+          stem="kernel")  # bench/kernel_times.py's file: kernel_times_<gpu>.json
+    assert ab.table(tmp_path).splitlines()[2:] == ["| fwd | 8x16/16 N=2048 D=64 | yes | 231 | 0.70 |"]
