@@ -59,6 +59,7 @@ def in_build(run, case):
     d, dtype = (case[5], case[7]) if run is dense else (case[0], case[1])
     return built("fwd", dtype, d) and built("bwd", dtype, d)
 
+
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--only", type=int, nargs="+", help="these case numbers alone")
