@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from devices import needs_cuda
+from devices import needs_cuda, skip_unless_built
 from reference import assert_close_to_ref, attention_ref, fully_masked_rows
 
 pytestmark = [pytest.mark.gpu, needs_cuda]
@@ -40,6 +40,7 @@ def poison_allocator(*tensors_like):
 ])
 @pytest.mark.parametrize("head_dim", [64, 128, 20])
 def test_every_output_element_is_written(seqlen_q, seqlen_k, causal, head_dim):
+    skip_unless_built(head_dim)
     batch, num_q_heads, num_kv_heads = 2, 6, 2
     q = randn(batch, seqlen_q, num_q_heads, head_dim, dtype=torch.float16, seed=1)
     k = randn(batch, seqlen_k, num_kv_heads, head_dim, dtype=torch.float16, seed=2)
@@ -83,6 +84,7 @@ def test_cuda_graph_capture_and_replay():
 def test_cuda_graph_captures_the_backward(deterministic):
     # Training loops and the benchmarks capture the backward too: its workspaces (dQ accumulator,
     # turn counters) must be cleared inside the graph, or the second replay adds to the first.
+    skip_unless_built(128)
     shape = (2, 300, 8, 128)
     q, k, v, dout = (randn(*shape, seed=s) for s in range(4))
     out, lse = torch.ops.chiplet_fa.fwd(q, k, v, causal=True)
@@ -106,6 +108,7 @@ def test_cuda_graph_captures_the_backward(deterministic):
 def test_runs_on_the_current_stream():
     # On a non-blocking side stream, inputs are written after a long sleep; a kernel launched
     # on any other stream would read them before they are ready.
+    skip_unless_built(128)
     shape = (1, 256, 8, 128)
     q, k, v = (torch.zeros(shape, device="cuda", dtype=torch.bfloat16) for _ in range(3))
     sources = [randn(*shape, seed=s) for s in range(3)]
@@ -146,6 +149,7 @@ BIG = 2**31
 ])
 def test_offsets_beyond_int32(name, batch, seqlen_q, seqlen_k, num_q_heads, num_kv_heads):
     head_dim = 128
+    skip_unless_built(head_dim)
     assert max(batch * seqlen_q * num_q_heads, batch * seqlen_k * num_kv_heads) * head_dim > BIG
     q = randn(batch, seqlen_q, num_q_heads, head_dim, seed=1)
     k = randn(batch, seqlen_k, num_kv_heads, head_dim, seed=2)
