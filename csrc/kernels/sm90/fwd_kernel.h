@@ -367,9 +367,9 @@ struct FwdKernel : FwdWarps<arch::padded_head_dim(kHeadDim)> {
       cur.next();
     };
     if (n_blocks > 0) {
-      // Blocks [plain_lo, plain_hi) of the tile are ones that no row of it masks; [mine.first,
-      // mine.end) those some row of this consumer sees. Every consumer takes n_blocks + 1 turns.
-      const BlockRange plain = unmasked_blocks(info), mine = consumer_blocks(info, cw);
+      // Blocks [plain_lo, plain_hi) of the tile are ones no row of this consumer masks, [mine.first,
+      // mine.end) those some row of it sees. Every consumer takes n_blocks + 1 turns.
+      const BlockRange plain = unmasked_blocks(info, cw), mine = consumer_blocks(info, cw);
       const int plain_lo = min(n_blocks, max(0, plain.first - info.keys.first));
       const int plain_hi = max(plain_lo, min(n_blocks, plain.end - info.keys.first));
       using yes = std::true_type;
@@ -416,12 +416,16 @@ struct FwdKernel : FwdWarps<arch::padded_head_dim(kHeadDim)> {
     return BlockRange{first, max(first, min(n, k.end - info.keys.first))};
   }
 
-  // Key blocks every row of the tile sees whole (no mask needed): after the last row's window
-  // begins, before the first row's ends, inside the sequence.
-  static CFA_DEVICE BlockRange unmasked_blocks(const TileInfo& info) {
+  // Key blocks every row of consumer cw sees whole (no mask needed): after its last row's window
+  // begins, before its first row's ends, inside the sequence. With three consumers a 192-row
+  // tile's diagonal spans two or three blocks, and rows further down see more of them whole: taken
+  // per consumer, 32 of a causal N = 2K head's 272 consumer steps are masked instead of 47. With
+  // two, a consumer's range is the tile's (128-row tiles on 128-key blocks).
+  static CFA_DEVICE BlockRange unmasked_blocks(const TileInfo& info, int cw) {
     if constexpr (!kWindowed) return BlockRange{0, info.seq.len_k / kBlockN};
-    const int last_row = min(info.m0 + kBlockM, info.seq.len_q) - 1;
-    return BlockRange{(info.window.begin(last_row) + kBlockN - 1) / kBlockN, info.window.end(info.m0) / kBlockN};
+    const int first_row = kConsumers == 2 ? info.m0 : info.m0 + 64 * cw;
+    const int last_row = min(first_row + (kConsumers == 2 ? kBlockM : 64), info.seq.len_q) - 1;
+    return BlockRange{(info.window.begin(last_row) + kBlockN - 1) / kBlockN, info.window.end(first_row) / kBlockN};
   }
 };
 
