@@ -316,6 +316,11 @@ struct FwdKernel : FwdWarps<arch::padded_head_dim(kHeadDim)> {
       const int stage = cur.stage;
       if constexpr (kQK) arch::mbarrier_wait(&t.bar->k_full[stage], cur.phase);
       if constexpr (kPV) arch::mbarrier_wait(&t.bar->v_full[prev.stage], prev.phase);
+      // The block's first key and (masked) the window from the tile's slot in shared memory before
+      // the products: read after QK^T's wait, their loads' latency was on the step's path.
+      const int n0 = (info.keys.first + j) * kBlockN;
+      [[maybe_unused]] KeyWindow window;
+      if constexpr (decltype(masked)::value) window = info.window;
       arch::named_barrier_sync(turn, kTurnThreads);
       arch::wgmma_fence();
       // QK^T first, in a group of its own: the softmax starts when it completes, while PV of
@@ -336,9 +341,8 @@ struct FwdKernel : FwdWarps<arch::padded_head_dim(kHeadDim)> {
         arch::pin(s.x);
         // wgmma_wait is warp-collective: the whole warp is done with the buffer.
         if (lane == 0) arch::mbarrier_arrive(&t.bar->k_empty[stage]);
-        const int n0 = (info.keys.first + j) * kBlockN;
         mod.to_logits<kPlain>(s, warp_row0, n0, lane);
-        if constexpr (decltype(masked)::value) softmax.mask(s, info.window, n0, warp_row0, lane);
+        if constexpr (decltype(masked)::value) softmax.mask(s, window, n0, warp_row0, lane);
         rescale = softmax.fold(s, mod.exp_scale<kPlain>());
       }
       if constexpr (kPV) {
