@@ -81,6 +81,31 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
   static constexpr uint32_t kStageBytes = 2 * QTile::kElems * sizeof(T) + 2 * kBlockM * sizeof(float);
   using DsTile = arch::SmemTile<kBlockN, kBlockM>;  // dS^T (and kWide's P^T), [key][query]: one panel
   using SAcc = arch::Acc<1, kScoreCols>;        // a warp's 16 keys x its consumer's queries
+  // A thread's entries of a per-query vector of the step (lse_log2, D) at its score columns: read
+  // from shared memory where used, or loaded while the step's products run, whose waits otherwise
+  // put the loads' latency on its path (eight LDS.64 after each). lse_log2 so from D = 96 to 128;
+  // at D = 64 only in the masked kernels, with D and a masked step's window as well (H200, b34:
+  // -2.4% there, while the unmasked D = 64 kernel lost 3-4% with all three and 7% with lse_log2
+  // alone: ptxas's schedule of that loop, not the loads). D is not held at D = 128: the registers
+  // held across dP^T's wait made ptxas spill. SAcc's columns come in pairs, eight apart.
+  static constexpr bool kStatsAhead = !kWide && kCols <= 64 && kWindowed;
+  static constexpr bool kLseAhead = kStatsAhead || (!kWide && kCols > 64);
+  struct SmemColumns {
+    const float* v;
+    int lane;
+    CFA_DEVICE SmemColumns(const float* src, int lane_) : v(src), lane(lane_) {}
+    CFA_DEVICE float operator()(int i) const { return v[SAcc::col(i, lane)]; }
+  };
+  struct RegColumns {
+    float2 v[SAcc::kSize / 4];
+    CFA_DEVICE RegColumns(const float* src, int lane) {
+#pragma unroll
+      for (int g = 0; g < SAcc::kSize / 4; ++g) v[g] = *reinterpret_cast<const float2*>(src + SAcc::col(4 * g, lane));
+    }
+    CFA_DEVICE float operator()(int i) const { return i & 1 ? v[i >> 2].y : v[i >> 2].x; }
+  };
+  using LseColumns = std::conditional_t<kLseAhead, RegColumns, SmemColumns>;
+  using DeltaColumns = std::conditional_t<kStatsAhead, RegColumns, SmemColumns>;
   using KeyAcc = arch::Acc<1, kKeyCols>;        // a warp's 16 keys x its consumer's dK, dV columns
   template <int kPanelsN>
   using DqAcc = arch::Acc<1, 64 * kPanelsN>;    // a warp's 16 queries x kPanelsN dQ panels
@@ -313,16 +338,17 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
     // P^T of one block (queries from m0), packed for dV += P^T dO; s keeps P^T times the logit's
     // derivative (1 without a softcap), which dS^T needs. Masked is a compile-time variant, like
     // kPlain: the common case stays one FFMA and one exp2 per score.
-    auto probabilities = [&](SAcc& s, arch::PFrag<T, 1, kScoreCols>& pf, const float* lse_log2, int m0,
-                             const ScoreMod& mod, auto masked) {
+    // window: the sequence's (its len_k is the sequence's), read where the caller chose.
+    auto probabilities = [&](SAcc& s, arch::PFrag<T, 1, kScoreCols>& pf, const LseColumns& lse_log2,
+                             const KeyWindow& window, int m0, const ScoreMod& mod, auto masked) {
       auto hidden = [&](int i) {
         const int key = key0 + SAcc::row(i, lane), row = m0 + SAcc::col(i, lane);
-        return decltype(masked)::value && (kWindowed ? !keys.window.visible(row, key) : key >= keys.seq.len_k);
+        return decltype(masked)::value && (kWindowed ? !window.visible(row, key) : key >= window.len_k);
       };
       if constexpr (kPlain) {
 #pragma unroll
         for (int i = 0; i < SAcc::kSize; ++i) {
-          const float prob = arch::fast_exp2(s.x[i] * mod.scale_log2 - lse_log2[SAcc::col(i, lane)]);
+          const float prob = arch::fast_exp2(s.x[i] * mod.scale_log2 - lse_log2(i));
           s.x[i] = hidden(i) ? 0.f : prob;
         }
         arch::pack_p(pf, s);
@@ -334,7 +360,7 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
           for (int e = 0; e < 2; ++e) {
             const int qi = SAcc::col(i + e, lane);
             const float logit = mod.logit(s.x[i + e], m0 + qi, key0 + SAcc::row(i + e, lane), &grad[e]);
-            prob[e] = hidden(i + e) ? 0.f : arch::fast_exp2(logit - lse_log2[qi]);
+            prob[e] = hidden(i + e) ? 0.f : arch::fast_exp2(logit - lse_log2(i + e));
           }
           arch::pack_p_pair(pf, i, prob[0], prob[1]);
           s.x[i] = prob[0] * grad[0];
@@ -344,9 +370,9 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
     };
 
     // dS^T = P^T (dP^T - D), packed.
-    auto score_grads = [&](const SAcc& s, SAcc& dp, arch::PFrag<T, 1, kScoreCols>& dsf, const float* delta) {
+    auto score_grads = [&](const SAcc& s, SAcc& dp, arch::PFrag<T, 1, kScoreCols>& dsf, const DeltaColumns& delta) {
 #pragma unroll
-      for (int i = 0; i < SAcc::kSize; ++i) dp.x[i] = s.x[i] * (dp.x[i] - delta[SAcc::col(i, lane)]);
+      for (int i = 0; i < SAcc::kSize; ++i) dp.x[i] = s.x[i] * (dp.x[i] - delta(i));
       arch::pack_p(dsf, dp);
     };
 
@@ -425,10 +451,10 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
       arch::wgmma_wait<1>();
       arch::pin(s.x);
       arch::PFrag<T, 1, kScoreCols> pf, dsf;
-      probabilities(s, pf, sm.lse_log2[stage] + q0, m0 + q0, mod, masked);
+      probabilities(s, pf, LseColumns(sm.lse_log2[stage] + q0, lane), keys.window, m0 + q0, mod, masked);
       arch::wgmma_wait<0>();
       arch::pin(dp.x);
-      score_grads(s, dp, dsf, sm.delta[stage] + q0);
+      score_grads(s, dp, dsf, DeltaColumns(sm.delta[stage] + q0, lane));
       stage_t(sm.p_t[it % 2], pf, row0, q0, l);
       stage_t(sm.ds_t[it % 2], dsf, row0, q0, l);
       staged_barrier();
@@ -472,6 +498,10 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
       } else {
         const T* sQ = sm.q[stage];
         const T* sdO = sm.dout[stage];
+        // A masked step's window likewise (read after S^T's wait, an LDS.128 on the step's path).
+        [[maybe_unused]] KeyWindow window_ahead;
+        if constexpr (kStatsAhead && decltype(masked)::value) window_ahead = keys.window;
+        const KeyWindow& window = kStatsAhead ? window_ahead : keys.window;
         SAcc s, dp;
         arch::PFrag<T, 1, kScoreCols> pf, dsf;
         arch::wgmma_fence();
@@ -479,15 +509,17 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
         arch::wgmma_commit();
         arch::wgmma_qk<T, kBlockM, kCols, kBlockN>(dp, sm.v, sdO, wcw);
         arch::wgmma_commit();
+        const LseColumns lse_log2(sm.lse_log2[stage], lane);
+        const DeltaColumns delta(sm.delta[stage], lane);
         arch::wgmma_wait<1>();
         arch::pin(s.x);
-        probabilities(s, pf, sm.lse_log2[stage], m0, mod, masked);
+        probabilities(s, pf, lse_log2, window, m0, mod, masked);
         arch::wgmma_fence();
         arch::wgmma_pv<T, kBlockM, kCols>(dv, pf, sdO);
         arch::wgmma_commit();
         arch::wgmma_wait<1>();  // dP^T (dV += P^T dO may still run)
         arch::pin(dp.x);
-        score_grads(s, dp, dsf, sm.delta[stage]);
+        score_grads(s, dp, dsf, delta);
         arch::wgmma_fence();
         arch::wgmma_pv<T, kBlockM, kCols>(dk, dsf, sQ);
         arch::wgmma_commit();
