@@ -15,7 +15,7 @@
 #   bwd       bench/bwd.py
 #   models    bench/models.py: transformers models with chiplet_fa vs SDPA (needs transformers; MODELS_ARGS)
 #   profile   Nsight Compute stall breakdown of one sm90 forward and backward launch + the forward's SASS
-#             (PROFILE_SHAPE, PROFILE_CAUSAL, PROFILE_BWD="atomic det": see the stage)
+#             (PROFILE_SHAPE, PROFILE_CAUSAL, PROFILE_MAPPING, PROFILE_BWD="atomic det" or none: see the stage)
 # Reduced builds: CHIPLET_FA_DTYPES=bf16 CHIPLET_FA_HDIMS=128 bash bench/device_run.sh smoke
 # A second call on the still-warm machine: SKIP_BUILD=1 bash bench/device_run.sh tests sanitize
 # Pending changes first: APPLY="/path/a.patch /path/b.patch" bash bench/device_run.sh tests
@@ -77,34 +77,36 @@ for s in "$@"; do
     profile)
       # Nsight Compute on one launch each of the sm90 forward and backward main pass (bf16, the
       # plain variants; PROFILE_SHAPE="B,H_q,H_kv,N" default 1,128,128,8192, PROFILE_HDIM default
-      # 128, PROFILE_CAUSAL=1 for the causal mask) and the forward's SASS. PROFILE_BWD names the
-      # backward's modes, each a report of its own: "atomic" (default) and/or "det" (the
-      # deterministic mode: fixed-point dQ).
-      ncu_sections="--section SpeedOfLight --section ComputeWorkloadAnalysis --section WarpStateStats \
+      # 128, PROFILE_CAUSAL=1 for the causal mask, PROFILE_MAPPING default head_first) and the
+      # forward's SASS. PROFILE_BWD names the backward's modes, each a report of its own: "atomic"
+      # (default) and/or "det" (the deterministic mode: fixed-point dQ), or "none".
+      ncu_sections="--section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section WarpStateStats \
         --section SchedulerStats --section SourceCounters \
         --metrics regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio"
       IFS=, read -r pb phq phkv pn <<< "${PROFILE_SHAPE:-1,128,128,8192}"
       pcausal=$([ "${PROFILE_CAUSAL:-0}" = 1 ] && echo True || echo False)
       phd=${PROFILE_HDIM:-128}
+      pmap=${PROFILE_MAPPING:-head_first}
       setup="import torch, chiplet_fa
 q, do = (torch.randn($pb, $pn, $phq, $phd, device='cuda', dtype=torch.bfloat16) for _ in range(2))
 k, v = (torch.randn($pb, $pn, $phkv, $phd, device='cuda', dtype=torch.bfloat16) for _ in range(2))
-o, lse = torch.ops.chiplet_fa.fwd(q, k, v, None, $pcausal, 'head_first', 8)"
+o, lse = torch.ops.chiplet_fa.fwd(q, k, v, None, $pcausal, '$pmap', 8)"
       profiles=(profile_fwd)
       ncu --kernel-name regex:fwd_kernel --launch-skip 1 --launch-count 1 $ncu_sections -o "$OUT/profile_fwd" \
         python3 -P -c "$setup
-for _ in range(2): torch.ops.chiplet_fa.fwd(q, k, v, None, $pcausal, 'head_first', 8)
+for _ in range(2): torch.ops.chiplet_fa.fwd(q, k, v, None, $pcausal, '$pmap', 8)
 torch.cuda.synchronize()" > /dev/null 2>&1 || status=1
       for mode in ${PROFILE_BWD:-atomic}; do
         case $mode in
           atomic) name=profile_bwd det=False ;;
           det) name=profile_bwd_det det=True ;;
-          *) echo "PROFILE_BWD: unknown mode $mode (atomic, det)"; status=1; continue ;;
+          none) continue ;;
+          *) echo "PROFILE_BWD: unknown mode $mode (atomic, det, none)"; status=1; continue ;;
         esac
         profiles+=("$name")
         ncu --kernel-name regex:bwd_kv_kernel --launch-skip 1 --launch-count 1 $ncu_sections -o "$OUT/$name" \
           python3 -P -c "$setup
-for _ in range(2): torch.ops.chiplet_fa.bwd(do, q, k, v, o, lse, None, $pcausal, 'head_first', 8, $det)
+for _ in range(2): torch.ops.chiplet_fa.bwd(do, q, k, v, o, lse, None, $pcausal, '$pmap', 8, $det)
 torch.cuda.synchronize()" > /dev/null 2>&1 || status=1
       done
       for f in "${profiles[@]}"; do
