@@ -85,7 +85,7 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
   // from shared memory where used, or loaded while the step's products run, whose waits otherwise
   // put the loads' latency on its path (eight LDS.64 after each). lse_log2 so from D = 96 to 128;
   // at D = 64 only in the masked kernels, with D and a masked step's window as well (H200, b34:
-  // -2.4% there, while the unmasked D = 64 kernel lost 3-4% with all three and 7% with lse_log2
+  // -2.4% there, while the unmasked D = 64 kernel lost 3-4% with all three and 5-8% with lse_log2
   // alone: ptxas's schedule of that loop, not the loads). D is not held at D = 128: the registers
   // held across dP^T's wait made ptxas spill. SAcc's columns come in pairs, eight apart.
   static constexpr bool kStatsAhead = !kWide && kCols <= 64 && kWindowed;
