@@ -16,10 +16,10 @@ from .flash_api import (flash_attn_func, flash_attn_kvpacked_func, flash_attn_qk
                         flash_attn_varlen_func, flash_attn_varlen_kvpacked_func, flash_attn_varlen_qkvpacked_func)
 from .interface import attention, scaled_dot_product_attention  # noqa: E402
 from .locality import explain  # noqa: E402
-from .mapping import MAPPINGS, map_workgroups, num_l2_domains  # noqa: E402
+from .mapping import MAPPINGS, longest_first_section_rows, map_workgroups, num_l2_domains  # noqa: E402
 from .version import __version__  # noqa: E402
 
 __all__ = ["attention", "scaled_dot_product_attention", "flash_attn_func", "flash_attn_varlen_func",
            "flash_attn_qkvpacked_func", "flash_attn_kvpacked_func", "flash_attn_varlen_qkvpacked_func",
            "flash_attn_varlen_kvpacked_func", "explain", "map_workgroups",
-           "num_l2_domains", "MAPPINGS", "build_info", "kernel_path", "__version__"]
+           "longest_first_section_rows", "num_l2_domains", "MAPPINGS", "build_info", "kernel_path", "__version__"]

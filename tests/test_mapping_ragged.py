@@ -3,9 +3,11 @@ per q head), through the same C++ function the kernels call. Head-first order is
 sequence, rows (q heads) one after another; an ACC is (sequence, KV head)."""
 import itertools
 
+import pytest
 import torch
 from hypothesis import example, given
 from hypothesis import strategies as st
+from test_mapping import check_longest_first
 
 from chiplet_fa import MAPPINGS, map_workgroups
 
@@ -47,21 +49,26 @@ def accs(tiles, case):
     return tiles[:, 0] * num_kv_heads + tiles[:, 1] // (num_q_heads // num_kv_heads)
 
 
+@pytest.mark.parametrize("section_rows", [1, 2, 5])
 @with_hard_cases
 @given(ragged())
-def test_causal_order_reverses_each_sequences_m_blocks(case):
-    """causal=True on a ragged grid: under the head-first policies m-block M_b - 1 - m of the tile's
-    own sequence, nothing else moved; the block-first policies unchanged."""
+def test_causal_order_walks_sections_longest_first(section_rows, case):
+    """causal=True on a ragged grid: as on a uniform one (test_mapping.check_longest_first), with
+    sections of rows across sequences of different lengths; one row a section reverses each row
+    within its own sequence's m-blocks."""
     blocks, num_q_heads, num_kv_heads, num_xcds = case
     for policy in MAPPINGS:
         plain = mapped(policy, case)
         causal = map_workgroups(policy, len(blocks), num_q_heads, num_kv_heads, max(blocks), num_xcds,
-                                causal=True, blocks_per_sequence=blocks)
+                                causal=True, section_rows=section_rows, blocks_per_sequence=blocks)
         if "block_first" in policy:
             assert torch.equal(causal, plain), policy
             continue
-        assert torch.equal(causal[:, :2], plain[:, :2]), policy
-        assert torch.equal(causal[:, 2], torch.tensor(blocks)[plain[:, 0]] - 1 - plain[:, 2]), policy
+        check_longest_first(plain, causal, lambda t: t[:, 0] * num_q_heads + t[:, 1],
+                            num_xcds if "swizzled" in policy else 1, section_rows)
+        if policy == "head_first" and section_rows == 1:
+            assert torch.equal(causal[:, :2], plain[:, :2])
+            assert torch.equal(causal[:, 2], torch.tensor(blocks)[plain[:, 0]] - 1 - plain[:, 2])
 
 
 @with_hard_cases

@@ -102,11 +102,16 @@ struct FwdParams {
   int32_t block_m;  // rows per tile of the backend that runs: fixes num_m_blocks
 
   CFA_HOST_DEVICE int32_t num_m_blocks() const { return (seqlen_q + block_m - 1) / block_m; }
+  // Rows of a longest-first section (GridShape::longest_first_rows): 1 unless the launch code knows
+  // how many tiles run at once (the sm90 forward's workers) and sets it with
+  // longest_first_section_rows.
+  int32_t section_rows;
+
   // A key window bounded on the right (causal, sliding) gives later query blocks more keys, so
   // head-first orders hand tiles out longest first.
   CFA_HOST_DEVICE bool longest_first() const { return windowed && window_right < seqlen_k; }
   CFA_HOST_DEVICE GridShape grid_shape() const {
-    return GridShape{batch, num_q_heads, num_m_blocks(), num_xcds, block_offsets, longest_first()};
+    return GridShape{batch, num_q_heads, num_m_blocks(), num_xcds, block_offsets, longest_first() ? section_rows : 0};
   }
   // Workgroups to launch: the grid, or for a ragged one a bound the host knows without reading
   // cu_seqlens (sum_b ceil(len_b / block) <= ceil(T / block) + batch); those past the grid exit.

@@ -64,11 +64,12 @@ void launch_fwd(const FwdParams& p, cfaStream_t stream) {
   fill_grid(p.cu_seqlens_q, p.batch, p.total_q, p.seqlen_q, Cfg::kBlockM, p.block_offsets, false, stream);
   const int64_t grid = p.launch_size(p.grid_shape(), p.total_q, Cfg::kBlockM);
 #if defined(CFA_FAMILY_SM90)
-  const TmaFwdParams args = with_tensor_maps(p, kDType == DType::kBFloat16, Cfg::kBlockM, Cfg::kBlockN);
   const int domains = scheduler_domains(p);
+  const int64_t workers = persistent_workers(grid, domains);
+  const TmaFwdParams args = with_tensor_maps(with_sections(p, workers, domains, int(sizeof(typename Cfg::T))),
+                                             kDType == DType::kBFloat16, Cfg::kBlockM, Cfg::kBlockN);
   cfaMemsetAsync(p.tile_counters, 0, sizeof(int32_t) * domains, stream);
-  CFA_LAUNCH(kernel, dim3(unsigned(persistent_workers(grid, domains))), dim3(Cfg::kThreads), Cfg::kSmemBytes, stream,
-             args);
+  CFA_LAUNCH(kernel, dim3(unsigned(workers)), dim3(Cfg::kThreads), Cfg::kSmemBytes, stream, args);
 #else
   CFA_LAUNCH(kernel, dim3(unsigned(grid)), dim3(Cfg::kThreads), Cfg::kSmemBytes, stream, p);
 #endif

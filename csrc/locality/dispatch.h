@@ -28,6 +28,18 @@ inline Tile queue_tile(Mapping policy, const GridShape& g, int64_t d, int64_t n,
   return map_workgroup(policy, pos * n + d, g);
 }
 
+// The longest-first sections the kernels run on this topology (mapping.h): on a monolithic L2 the
+// persistent sm90 forward sizes them for one worker per slot; the kernels of round-robin hardware
+// launch a workgroup per tile and reverse each row (1).
+inline int32_t modelled_section_rows(const Topology& t, const AttnShape& s) {
+  if (t.dispatch != Dispatch::kSingle || s.batch <= 0) return 1;
+  int64_t total_q = 0;
+  for (int64_t b = 0; b < s.batch; ++b) total_q += s.len_q(b);
+  const int64_t mean_blocks = (total_q / s.batch + s.block_m - 1) / s.block_m;
+  return longest_first_section_rows(s.batch * s.num_q_heads, std::max<int64_t>(mean_blocks, 1), t.slots_per_domain(),
+                                    2 * s.seqlen_k * s.head_dim * s.elem_bytes, s.group(), t.l2_bytes);
+}
+
 // A validated call's grid (a ragged one points into `offsets`, hence no copies) and the
 // topology's dispatch domains: what the simulator and the closed form start from.
 struct DispatchedGrid {
@@ -38,7 +50,7 @@ struct DispatchedGrid {
   DispatchedGrid(const Topology& topo, const AttnShape& shape, int mapping_xcds) {
     validate(topo);
     validate(shape);
-    grid = shape.grid_shape(mapping_xcds, offsets);
+    grid = shape.grid_shape(mapping_xcds, offsets, modelled_section_rows(topo, shape));
     domains = dispatch_domains(topo);
   }
   DispatchedGrid(const DispatchedGrid&) = delete;

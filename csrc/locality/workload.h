@@ -85,15 +85,16 @@ struct AttnShape {
   // Attention compute cluster (one KV head of one sequence) that a tile belongs to.
   int64_t acc_of(const Tile& t) const { return int64_t(t.batch) * num_kv_heads + t.q_head / group(); }
   // The grid the kernels run: ragged for a packed batch, its block offsets held in `offsets`
-  // (which must outlive the GridShape; left empty for a uniform batch).
-  GridShape grid_shape(int32_t mapping_xcds, std::vector<int32_t>& offsets) const {
+  // (which must outlive the GridShape; left empty for a uniform batch); a causal grid walks
+  // sections of section_rows rows longest first.
+  GridShape grid_shape(int32_t mapping_xcds, std::vector<int32_t>& offsets, int32_t section_rows) const {
     offsets.clear();
     if (varlen()) {
       offsets.push_back(0);
       for (int64_t b = 0; b < batch; ++b) offsets.push_back(int32_t(offsets.back() + m_blocks(b)));
     }
     return GridShape{int32_t(batch), int32_t(num_q_heads), int32_t(num_m_blocks()), mapping_xcds,
-                     offsets.empty() ? nullptr : offsets.data(), causal};
+                     offsets.empty() ? nullptr : offsets.data(), causal ? section_rows : 0};
   }
 };
 

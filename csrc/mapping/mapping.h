@@ -31,13 +31,18 @@
 // domains. With equal lengths the ragged order is the uniform one, tile for tile.
 //
 // Longest first. Under a causal mask the tiles of one row differ in length (m-block m reads about
-// m + 1 key blocks). With GridShape::longest_first the head-first orders walk every row's
-// m-blocks from the last, so they hand out each head's longest tiles first and a grid ends on
-// short ones (the tail a workgroup that starts last leaves is short, for hardware dispatch and
-// persistent workers alike). It is a reversal within each row, so every guarantee above holds
-// unchanged. The block-first orders keep their columns ascending: the L2 model's closed form,
-// validated on them, does not follow them reversed (B=1, H=32, N=8K causal on MI300X: 64%
-// predicted against 45% simulated), and they are the baselines the mapping is measured against.
+// m + 1 key blocks), and a grid that ends on long tiles leaves most workers idle while the last
+// few finish. With GridShape::longest_first_rows = S >= 1 the head-first orders cut the rows into
+// sections of S (rows sS .. sS + S - 1) and walk the part of a section inside a domain's range
+// column by column from its last m-block, so every section hands out its longest tiles first and
+// the grid ends on the last section's shortest ones, spread over S rows. S = 1 reverses each row.
+// The walk only permutes positions within one domain's range, so every guarantee above holds:
+// a domain computes the same tiles as without it, in another order. The sections take each other's
+// place in range order, so the L2 holds about one section's K/V at a time: the launch code sizes S
+// with longest_first_section_rows (below) to fit. The block-first orders keep their columns
+// ascending: the L2 model's closed form, validated on them, does not follow them reversed (B=1,
+// H=32, N=8K causal on MI300X: 64% predicted against 45% simulated), and they are the baselines
+// the mapping is measured against.
 #pragma once
 #include <cstdint>
 
@@ -62,7 +67,7 @@ struct GridShape {
   // (batch + 1 entries), so every row of sequence b has block_offsets[b + 1] - block_offsets[b]
   // blocks. nullptr: every row has num_m_blocks.
   const int32_t* block_offsets = nullptr;
-  bool longest_first = false;  // head-first orders walk each row's m-blocks from the last (see above)
+  int32_t longest_first_rows = 0;  // > 0: head-first orders walk sections of this many rows longest tile first
 };
 
 struct Tile {
@@ -225,15 +230,39 @@ CFA_HOST_DEVICE void domain_range(Mapping policy, int64_t wid, const GridShape& 
   *k = wid / X;
 }
 
+// k-th tile of the head-first range [begin, end) under longest_first_rows: the part of the range in
+// the section holding position begin + k, walked m_block-major from its last column (the reverse of
+// block_major_in_range on that part).
+CFA_HOST_DEVICE Tile longest_first_tile(int64_t begin, int64_t end, int64_t k, const GridShape& g) {
+  const int64_t p = begin + k, rows = int64_t(g.batch) * g.num_q_heads;
+  const int64_t first = row_at(g, p) / g.longest_first_rows * g.longest_first_rows;
+  const int64_t last = first + g.longest_first_rows;
+  const int64_t section_begin = row_start(g, first), section_end = last < rows ? row_start(g, last) : grid_size(g);
+  const int64_t lo = begin > section_begin ? begin : section_begin, hi = end < section_end ? end : section_end;
+  return block_major_in_range(lo, hi, hi - 1 - p, g);
+}
+
+// Rows per longest-first section for `workers` tiles running at once in one L2 domain: the fewest,
+// a power of two, whose tiles number at least twice the workers, so the last section's short tiles
+// are spread over every worker (bench/causal_tail_sim.py: makespan 1.00-1.03x of the ideal where
+// reversed rows give 1.03-1.30x at small causal shapes); then halved until the K/V the section's
+// rows read (kv_bytes_per_head for each `group` query heads) fits half the domain's L2.
+CFA_HOST_DEVICE int32_t longest_first_section_rows(int64_t rows, int64_t m_blocks, int64_t workers,
+                                                   int64_t kv_bytes_per_head, int64_t group, int64_t l2_bytes) {
+  int64_t s = 1;
+  while (s < rows && s * m_blocks < 2 * workers) s *= 2;
+  if (kv_bytes_per_head > 0)
+    while (s > 1 && s > l2_bytes / 2 / kv_bytes_per_head * group) s /= 2;
+  return int32_t(s < rows ? s : rows > 1 ? rows : 1);
+}
+
 // The tile workgroup `wid` computes, 0 <= wid < grid_size(g).
 CFA_HOST_DEVICE Tile map_workgroup(Mapping policy, int64_t wid, const GridShape& g) {
   int64_t begin, end, k;
   domain_range(policy, wid, g, &begin, &end, &k);
   if (policy != Mapping::kHeadFirst && policy != Mapping::kSwizzledHeadFirst)
     return block_major_in_range(begin, end, k, g);
-  Tile t = head_first_tile(begin + k, g);
-  if (g.longest_first) t.m_block = int32_t(blocks_of(g, t.batch) - 1 - t.m_block);
-  return t;
+  return g.longest_first_rows > 0 ? longest_first_tile(begin, end, k, g) : head_first_tile(begin + k, g);
 }
 
 }  // namespace chiplet_fa

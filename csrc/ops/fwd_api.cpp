@@ -112,6 +112,7 @@ FwdParams fwd_params(const FwdArgs& a, const AttentionDims& d, const at::Tensor&
   p.mapping = resolve_mapping(a.mapping, num_xcds, shape);
   p.num_xcds = num_xcds;
   p.block_m = block_m;
+  p.section_rows = 1;
   return p;
 }
 

@@ -24,12 +24,14 @@ namespace {
 at::Tensor map_workgroups(const std::string& policy, int64_t batch, int64_t num_q_heads,
                           int64_t num_kv_heads, int64_t num_m_blocks, int64_t num_xcds,
                           int64_t seqlen_k, int64_t head_dim, int64_t elem_bytes, bool causal,
-                          const std::optional<std::vector<int64_t>>& blocks_per_sequence) {
+                          int64_t section_rows, const std::optional<std::vector<int64_t>>& blocks_per_sequence) {
   TORCH_CHECK_VALUE(batch >= 0 && num_m_blocks >= 0, "map_workgroups: batch and num_m_blocks must be >= 0");
   TORCH_CHECK_VALUE(num_q_heads >= 1 && num_kv_heads >= 1 && num_q_heads % num_kv_heads == 0,
                     "map_workgroups: num_q_heads (", num_q_heads,
                     ") must be a positive multiple of num_kv_heads (", num_kv_heads, ")");
   TORCH_CHECK_VALUE(num_xcds >= 1, "map_workgroups: num_xcds must be >= 1, got ", num_xcds);
+  TORCH_CHECK_VALUE(section_rows >= 1 && section_rows <= INT32_MAX,
+                    "map_workgroups: section_rows must be >= 1, got ", section_rows);
   std::vector<int32_t> offsets;
   if (blocks_per_sequence) {
     TORCH_CHECK_VALUE(int64_t(blocks_per_sequence->size()) == batch, "map_workgroups: blocks_per_sequence has ",
@@ -49,9 +51,10 @@ at::Tensor map_workgroups(const std::string& policy, int64_t batch, int64_t num_
   shape.elem_bytes = int32_t(elem_bytes);
   shape.causal = causal;
   const Mapping p = resolve_mapping(policy, int(num_xcds), shape);
-  // causal: the order the kernels run a causal call in (head-first orders: longest tiles first).
+  // causal: the order the kernels run a causal call in (head-first orders: sections of section_rows
+  // rows, longest tiles first).
   const GridShape g{int32_t(batch), int32_t(num_q_heads), int32_t(num_m_blocks), int32_t(num_xcds),
-                    blocks_per_sequence ? offsets.data() : nullptr, causal};
+                    blocks_per_sequence ? offsets.data() : nullptr, causal ? int32_t(section_rows) : 0};
   const int64_t grid = grid_size(g);
   TORCH_CHECK_VALUE(grid <= INT32_MAX, "map_workgroups: grid of ", grid, " exceeds int32");
   at::Tensor rows = at::empty({grid, 3}, at::kLong);
@@ -104,8 +107,19 @@ PYBIND11_MODULE(_C, m) {
   m.def("map_workgroups", &chiplet_fa::map_workgroups, py::arg("policy"), py::arg("batch"),
         py::arg("num_q_heads"), py::arg("num_kv_heads"), py::arg("num_m_blocks"),
         py::arg("num_xcds"), py::arg("seqlen_k") = -1, py::arg("head_dim") = 128,
-        py::arg("elem_bytes") = 2, py::arg("causal") = false, py::arg("blocks_per_sequence") = py::none(),
+        py::arg("elem_bytes") = 2, py::arg("causal") = false, py::arg("section_rows") = 1,
+        py::arg("blocks_per_sequence") = py::none(),
         "Rows (batch, q_head, m_block) of every workgroup id, computed by the kernels' function");
+  m.def(
+      "longest_first_section_rows",
+      [](int64_t rows, int64_t m_blocks, int64_t workers, int64_t kv_bytes_per_head, int64_t group, int64_t l2_bytes) {
+        TORCH_CHECK_VALUE(rows >= 1 && m_blocks >= 1 && workers >= 1 && kv_bytes_per_head >= 0 && group >= 1 &&
+                              l2_bytes >= 0,
+                          "longest_first_section_rows: rows, m_blocks, workers and group must be >= 1, the bytes >= 0");
+        return chiplet_fa::longest_first_section_rows(rows, m_blocks, workers, kv_bytes_per_head, group, l2_bytes);
+      },
+      py::arg("rows"), py::arg("m_blocks"), py::arg("workers"), py::arg("kv_bytes_per_head"), py::arg("group"),
+      py::arg("l2_bytes"), "Rows per longest-first section the kernels choose (mapping.h)");
   m.def("num_l2_domains",
         [](const std::string& device) { return chiplet_fa::detect_num_xcds(c10::Device(device)); },
         py::arg("device"), "L2 domains the op detects on device: what num_xcds=-1 resolves to");

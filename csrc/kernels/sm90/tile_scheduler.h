@@ -37,20 +37,46 @@ struct DynamicTileScheduler {
   }
 };
 
-// Workers for at most `tiles` tiles: one per multiprocessor of the current device, fewer for a
-// small grid, rounded down to a multiple of the domains when there are more than that.
-inline int64_t persistent_workers(int64_t tiles, int domains) {
-  static thread_local int cached_device = -1, cached_sms = 0;
+// What a persistent launch reads of the current device, once per device and thread.
+struct DeviceCounts {
+  int sms = 0;           // 0: unknown
+  int64_t l2_bytes = 0;
+};
+inline DeviceCounts device_counts() {
+  static thread_local int cached_device = -1;
+  static thread_local DeviceCounts cached;
   int device = 0;
   cudaGetDevice(&device);
   if (device != cached_device) {
-    if (cudaDeviceGetAttribute(&cached_sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) cached_sms = 0;
+    int sms = 0, l2 = 0;
+    if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) sms = 0;
+    if (cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device) != cudaSuccess) l2 = 0;
+    cached = DeviceCounts{sms, l2};
     cached_device = device;
   }
+  return cached;
+}
+
+// Workers for at most `tiles` tiles: one per multiprocessor of the current device, fewer for a
+// small grid, rounded down to a multiple of the domains when there are more than that.
+inline int64_t persistent_workers(int64_t tiles, int domains) {
+  const int sms = device_counts().sms;
   // Without the count, one worker per tile (every worker then takes one tile, as without persistence).
-  int64_t workers = cached_sms > 0 && cached_sms < tiles ? cached_sms : tiles;
+  int64_t workers = sms > 0 && sms < tiles ? sms : tiles;
   if (workers > domains) workers -= workers % domains;
   return workers;
+}
+
+// p with its longest-first sections sized for `workers` serving `domains` queues (mapping.h):
+// each domain's workers share that domain's part of the L2 (the whole L2 with one queue).
+inline FwdParams with_sections(FwdParams p, int64_t workers, int domains, int elem_bytes) {
+  if (!p.longest_first() || p.batch <= 0) return p;
+  const int64_t rows = int64_t(p.batch) * p.num_q_heads;
+  const int64_t mean_len = p.total_q / p.batch;  // a packed batch's mean length, the dense length otherwise
+  const int64_t kv_bytes = 2 * int64_t(p.seqlen_k) * p.head_dim * elem_bytes;
+  p.section_rows = longest_first_section_rows(rows, (mean_len + p.block_m - 1) / p.block_m, workers / domains,
+                                              kv_bytes, p.group_size(), device_counts().l2_bytes / domains);
+  return p;
 }
 
 }  // namespace chiplet_fa::CFA_FAMILY
