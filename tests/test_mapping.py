@@ -165,64 +165,70 @@ def test_naive_policies_follow_their_order_and_ignore_domains(shape):
         assert torch.equal(mapped(naive, shape[:-1] + (1,)), mapped(naive, shape))
 
 
-def check_longest_first(plain, causal, rows_of, domains, section_rows):
+def check_longest_first(plain, causal, rows_of, domains, section_rows, first_blocks_longest=False):
     """What causal=True must do under a head-first policy: each domain (its wids in dispatch order)
     computes the tiles it computes without it, the sections (section_rows rows each) come in
-    order, and within one section the m-blocks never increase (longest tiles first)."""
+    order, and within one section the blocks never increase (never decrease with
+    first_blocks_longest): longest tiles first."""
     grid = plain.shape[0]
     for x in range(domains):
         w = domain_wids(grid, domains, x)
         assert sorted(map(tuple, causal[w].tolist())) == sorted(map(tuple, plain[w].tolist()))
         section = rows_of(causal[w]) // section_rows
-        m = causal[w, 2]
+        m = causal[w, 2] * (-1 if first_blocks_longest else 1)
         assert (section[1:] >= section[:-1]).all()
         same = section[1:] == section[:-1]
         assert (m[1:][same] <= m[:-1][same]).all()
 
 
 @pytest.mark.parametrize("section_rows", [1, 3, 8, 64])
+@pytest.mark.parametrize("first_blocks_longest", [False, True])
 @with_hard_shapes
 @given(grids())
-def test_causal_order_walks_sections_longest_first(section_rows, shape):
+def test_causal_order_walks_sections_longest_first(section_rows, first_blocks_longest, shape):
     """causal=True (the order the kernels run a causal call in): the head-first policies walk
-    sections of section_rows rows longest tile first within each domain's range; with one row a
-    section the naive policy reverses each row; the block-first policies are unchanged."""
+    sections of section_rows rows longest tile first within each domain's range (the last blocks
+    first, or the first ones for the backward's key blocks); with one row a section the naive policy
+    reverses each row (keeps it, keys); the block-first policies are unchanged."""
     batch, num_q_heads, num_kv_heads, num_m_blocks, num_xcds = shape
     for policy in MAPPINGS:
         plain = mapped(policy, shape)
         causal = map_workgroups(policy, batch, num_q_heads, num_kv_heads, num_m_blocks, num_xcds, causal=True,
-                                section_rows=section_rows)
+                                section_rows=section_rows, first_blocks_longest=first_blocks_longest)
         if "block_first" in policy:
             assert torch.equal(causal, plain), policy
             continue
         check_longest_first(plain, causal, lambda t: t[:, 0] * num_q_heads + t[:, 1],
-                            num_xcds if policy in SWIZZLED else 1, section_rows)
+                            num_xcds if policy in SWIZZLED else 1, section_rows, first_blocks_longest)
         if policy == "head_first" and section_rows == 1:
             assert torch.equal(causal[:, :2], plain[:, :2])
-            assert torch.equal(causal[:, 2], num_m_blocks - 1 - plain[:, 2])
+            assert torch.equal(causal[:, 2], plain[:, 2] if first_blocks_longest else num_m_blocks - 1 - plain[:, 2])
 
 
 @given(st.integers(1, 4096), st.integers(1, 1024), st.integers(1, 512), st.integers(0, 1 << 30),
        st.sampled_from([1, 2, 4, 8]), st.integers(0, 1 << 27))
 @example(128, 11, 132, 2 * 2048 * 64 * 2, 1, 60 << 20)  # B=8 H=16 N=2K D=64 causal on an H200
 @example(32, 64, 132, 2 * 8192 * 128 * 2, 1, 60 << 20)  # H=32 N=8K D=128: the L2 halves 8 to 4
-def test_section_rows_rule(rows, m_blocks, workers, kv_bytes, group, l2_bytes):
-    """The fewest rows (a power of two) with twice the workers' tiles, halved while their K/V
-    exceed half the L2, never more than the rows."""
-    s = longest_first_section_rows(rows, m_blocks, workers, kv_bytes, group, l2_bytes)
+@example(32, 32, 132, 4 * 4096 * 128 * 8, 1, 60 << 20)  # backward, 4x32/8 N=4K D=128: the span keeps 4
+def test_section_rows_rule(rows, m_blocks, workers, data_bytes, group, l2_bytes):
+    """The fewest rows (a power of two) with twice the workers' tiles, halved while their data
+    exceed half the L2 and they are more than the workers span in head-first order; at most the rows."""
+    s = longest_first_section_rows(rows, m_blocks, workers, data_bytes, group, l2_bytes)
     assert 1 <= s <= rows
     assert s == rows or s & (s - 1) == 0
-    fit = rows if kv_bytes == 0 else l2_bytes // 2 // kv_bytes * group
-    assert s == 1 or s <= fit
-    assert s == rows or s * m_blocks >= 2 * workers or 2 * s > fit
+    fit = rows if data_bytes == 0 else l2_bytes // 2 // data_bytes * group
+    span = -(-workers // m_blocks)
+    assert s == 1 or s <= fit or s <= span
+    assert s == rows or s * m_blocks >= 2 * workers or 2 * s > max(fit, span)
     assert s == 1 or (s // 2) * m_blocks < 2 * workers
 
 
 def test_section_rows_rule_examples():
     h200 = dict(workers=132, group=1, l2_bytes=60 << 20)
-    assert longest_first_section_rows(128, 11, kv_bytes_per_head=2 * 2048 * 64 * 2, **h200) == 32
-    assert longest_first_section_rows(32, 64, kv_bytes_per_head=2 * 8192 * 128 * 2, **h200) == 4
-    assert longest_first_section_rows(24, 6, kv_bytes_per_head=0, **h200) == 24
+    assert longest_first_section_rows(128, 11, bytes_per_head=2 * 2048 * 64 * 2, **h200) == 32
+    assert longest_first_section_rows(32, 64, bytes_per_head=2 * 8192 * 128 * 2, **h200) == 4
+    assert longest_first_section_rows(32, 32, bytes_per_head=4 * 4096 * 128 * 8, **h200) == 4
+    assert longest_first_section_rows(24, 6, bytes_per_head=0, **h200) == 24
 
 
 @pytest.mark.parametrize("num_xcds", [1, 8])

@@ -50,25 +50,28 @@ def accs(tiles, case):
 
 
 @pytest.mark.parametrize("section_rows", [1, 2, 5])
+@pytest.mark.parametrize("first_blocks_longest", [False, True])
 @with_hard_cases
 @given(ragged())
-def test_causal_order_walks_sections_longest_first(section_rows, case):
+def test_causal_order_walks_sections_longest_first(section_rows, first_blocks_longest, case):
     """causal=True on a ragged grid: as on a uniform one (test_mapping.check_longest_first), with
     sections of rows across sequences of different lengths; one row a section reverses each row
-    within its own sequence's m-blocks."""
+    within its own sequence's m-blocks (keeps it with first_blocks_longest)."""
     blocks, num_q_heads, num_kv_heads, num_xcds = case
     for policy in MAPPINGS:
         plain = mapped(policy, case)
         causal = map_workgroups(policy, len(blocks), num_q_heads, num_kv_heads, max(blocks), num_xcds,
-                                causal=True, section_rows=section_rows, blocks_per_sequence=blocks)
+                                causal=True, section_rows=section_rows, first_blocks_longest=first_blocks_longest,
+                                blocks_per_sequence=blocks)
         if "block_first" in policy:
             assert torch.equal(causal, plain), policy
             continue
         check_longest_first(plain, causal, lambda t: t[:, 0] * num_q_heads + t[:, 1],
-                            num_xcds if "swizzled" in policy else 1, section_rows)
+                            num_xcds if "swizzled" in policy else 1, section_rows, first_blocks_longest)
         if policy == "head_first" and section_rows == 1:
+            reversed_m = torch.tensor(blocks)[plain[:, 0]] - 1 - plain[:, 2]
             assert torch.equal(causal[:, :2], plain[:, :2])
-            assert torch.equal(causal[:, 2], torch.tensor(blocks)[plain[:, 0]] - 1 - plain[:, 2])
+            assert torch.equal(causal[:, 2], plain[:, 2] if first_blocks_longest else reversed_m)
 
 
 @with_hard_cases

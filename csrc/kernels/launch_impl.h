@@ -6,6 +6,7 @@
 #if defined(CFA_FAMILY_SM90)
 #include "kernels/sm90/bwd_kernel.h"
 #include "kernels/sm90/fwd_kernel.h"
+#include "kernels/sm90/sections.h"
 #else
 #include "kernels/fwd_kernel.h"
 #endif
@@ -101,8 +102,13 @@ constexpr bool kFixedDqInMainPass = kFamily == KernelFamily::kSm90;
 template <DType kDType, int kHeadDim, bool kWindowed, DqMode kDq, bool kPlain>
 void launch_bwd_kv_sm90(const BwdParams& p, cfaStream_t stream) {
   using Kv = BwdKvKernelSm90<kDType, kHeadDim, kWindowed, kDq, kPlain>;
-  launch_main_pass<Kv>(bwd_kv_kernel_sm90<kDType, kHeadDim, kWindowed, kDq, kPlain>, p,
-                       with_tensor_maps(p, kDType == DType::kBFloat16, Kv::kAddsDq, Kv::kBlockM), stream);
+  auto kernel = bwd_kv_kernel_sm90<kDType, kHeadDim, kWindowed, kDq, kPlain>;
+  allow_smem<Kv::kSmemBytes>(kernel);
+  int per_sm = 0;
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, Kv::kThreads, Kv::kSmemBytes) != cudaSuccess)
+    per_sm = 0;
+  const BwdParams q = with_kv_sections(p, int64_t(per_sm) * device_counts().sms, int(sizeof(typename Kv::T)));
+  launch_main_pass<Kv>(kernel, q, with_tensor_maps(q, kDType == DType::kBFloat16, Kv::kAddsDq, Kv::kBlockM), stream);
 }
 #endif
 

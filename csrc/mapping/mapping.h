@@ -36,6 +36,8 @@
 // sections of S (rows sS .. sS + S - 1) and walk the part of a section inside a domain's range
 // column by column from its last m-block, so every section hands out its longest tiles first and
 // the grid ends on the last section's shortest ones, spread over S rows. S = 1 reverses each row.
+// The backward's key-block grid has its longest tiles first (key block n is seen by the queries
+// from n on): with GridShape::first_blocks_longest its sections are walked from the first column.
 // The walk only permutes positions within one domain's range, so every guarantee above holds:
 // a domain computes the same tiles as without it, in another order. The sections take each other's
 // place in range order, so the L2 holds about one section's K/V at a time: the launch code sizes S
@@ -68,6 +70,7 @@ struct GridShape {
   // blocks. nullptr: every row has num_m_blocks.
   const int32_t* block_offsets = nullptr;
   int32_t longest_first_rows = 0;  // > 0: head-first orders walk sections of this many rows longest tile first
+  bool first_blocks_longest = false;  // a row's longest tiles are its first blocks (a causal backward's keys)
 };
 
 struct Tile {
@@ -231,28 +234,31 @@ CFA_HOST_DEVICE void domain_range(Mapping policy, int64_t wid, const GridShape& 
 }
 
 // k-th tile of the head-first range [begin, end) under longest_first_rows: the part of the range in
-// the section holding position begin + k, walked m_block-major from its last column (the reverse of
-// block_major_in_range on that part).
+// the section holding position begin + k, walked m_block-major from its longest column (the last,
+// or with first_blocks_longest the first: block_major_in_range on that part, reversed or not).
 CFA_HOST_DEVICE Tile longest_first_tile(int64_t begin, int64_t end, int64_t k, const GridShape& g) {
   const int64_t p = begin + k, rows = int64_t(g.batch) * g.num_q_heads;
   const int64_t first = row_at(g, p) / g.longest_first_rows * g.longest_first_rows;
   const int64_t last = first + g.longest_first_rows;
   const int64_t section_begin = row_start(g, first), section_end = last < rows ? row_start(g, last) : grid_size(g);
   const int64_t lo = begin > section_begin ? begin : section_begin, hi = end < section_end ? end : section_end;
-  return block_major_in_range(lo, hi, hi - 1 - p, g);
+  return block_major_in_range(lo, hi, g.first_blocks_longest ? p - lo : hi - 1 - p, g);
 }
 
 // Rows per longest-first section for `workers` tiles running at once in one L2 domain: the fewest,
 // a power of two, whose tiles number at least twice the workers, so the last section's short tiles
 // are spread over every worker (bench/causal_tail_sim.py: makespan 1.00-1.03x of the ideal where
-// reversed rows give 1.03-1.30x at small causal shapes); then halved until the K/V the section's
-// rows read (kv_bytes_per_head for each `group` query heads) fits half the domain's L2.
+// reversed rows give 1.03-1.30x at small causal shapes); then halved while the data the section's
+// rows stream (bytes_per_head for each `group` rows) exceed half the domain's L2, unless no more
+// rows than the workers span in head-first order anyway (whose data run through the L2 together
+// without sections too).
 CFA_HOST_DEVICE int32_t longest_first_section_rows(int64_t rows, int64_t m_blocks, int64_t workers,
-                                                   int64_t kv_bytes_per_head, int64_t group, int64_t l2_bytes) {
+                                                   int64_t bytes_per_head, int64_t group, int64_t l2_bytes) {
   int64_t s = 1;
   while (s < rows && s * m_blocks < 2 * workers) s *= 2;
-  if (kv_bytes_per_head > 0)
-    while (s > 1 && s > l2_bytes / 2 / kv_bytes_per_head * group) s /= 2;
+  const int64_t span = (workers + m_blocks - 1) / m_blocks;
+  if (bytes_per_head > 0)
+    while (s > 1 && s > span && s > l2_bytes / 2 / bytes_per_head * group) s /= 2;
   return int32_t(s < rows ? s : rows > 1 ? rows : 1);
 }
 

@@ -24,7 +24,8 @@ namespace {
 at::Tensor map_workgroups(const std::string& policy, int64_t batch, int64_t num_q_heads,
                           int64_t num_kv_heads, int64_t num_m_blocks, int64_t num_xcds,
                           int64_t seqlen_k, int64_t head_dim, int64_t elem_bytes, bool causal,
-                          int64_t section_rows, const std::optional<std::vector<int64_t>>& blocks_per_sequence) {
+                          int64_t section_rows, bool first_blocks_longest,
+                          const std::optional<std::vector<int64_t>>& blocks_per_sequence) {
   TORCH_CHECK_VALUE(batch >= 0 && num_m_blocks >= 0, "map_workgroups: batch and num_m_blocks must be >= 0");
   TORCH_CHECK_VALUE(num_q_heads >= 1 && num_kv_heads >= 1 && num_q_heads % num_kv_heads == 0,
                     "map_workgroups: num_q_heads (", num_q_heads,
@@ -52,9 +53,10 @@ at::Tensor map_workgroups(const std::string& policy, int64_t batch, int64_t num_
   shape.causal = causal;
   const Mapping p = resolve_mapping(policy, int(num_xcds), shape);
   // causal: the order the kernels run a causal call in (head-first orders: sections of section_rows
-  // rows, longest tiles first).
+  // rows, longest tiles first: the last blocks, or the first with first_blocks_longest).
   const GridShape g{int32_t(batch), int32_t(num_q_heads), int32_t(num_m_blocks), int32_t(num_xcds),
-                    blocks_per_sequence ? offsets.data() : nullptr, causal ? int32_t(section_rows) : 0};
+                    blocks_per_sequence ? offsets.data() : nullptr, causal ? int32_t(section_rows) : 0,
+                    first_blocks_longest};
   const int64_t grid = grid_size(g);
   TORCH_CHECK_VALUE(grid <= INT32_MAX, "map_workgroups: grid of ", grid, " exceeds int32");
   at::Tensor rows = at::empty({grid, 3}, at::kLong);
@@ -108,17 +110,17 @@ PYBIND11_MODULE(_C, m) {
         py::arg("num_q_heads"), py::arg("num_kv_heads"), py::arg("num_m_blocks"),
         py::arg("num_xcds"), py::arg("seqlen_k") = -1, py::arg("head_dim") = 128,
         py::arg("elem_bytes") = 2, py::arg("causal") = false, py::arg("section_rows") = 1,
-        py::arg("blocks_per_sequence") = py::none(),
+        py::arg("first_blocks_longest") = false, py::arg("blocks_per_sequence") = py::none(),
         "Rows (batch, q_head, m_block) of every workgroup id, computed by the kernels' function");
   m.def(
       "longest_first_section_rows",
-      [](int64_t rows, int64_t m_blocks, int64_t workers, int64_t kv_bytes_per_head, int64_t group, int64_t l2_bytes) {
-        TORCH_CHECK_VALUE(rows >= 1 && m_blocks >= 1 && workers >= 1 && kv_bytes_per_head >= 0 && group >= 1 &&
+      [](int64_t rows, int64_t m_blocks, int64_t workers, int64_t bytes_per_head, int64_t group, int64_t l2_bytes) {
+        TORCH_CHECK_VALUE(rows >= 1 && m_blocks >= 1 && workers >= 1 && bytes_per_head >= 0 && group >= 1 &&
                               l2_bytes >= 0,
                           "longest_first_section_rows: rows, m_blocks, workers and group must be >= 1, the bytes >= 0");
-        return chiplet_fa::longest_first_section_rows(rows, m_blocks, workers, kv_bytes_per_head, group, l2_bytes);
+        return chiplet_fa::longest_first_section_rows(rows, m_blocks, workers, bytes_per_head, group, l2_bytes);
       },
-      py::arg("rows"), py::arg("m_blocks"), py::arg("workers"), py::arg("kv_bytes_per_head"), py::arg("group"),
+      py::arg("rows"), py::arg("m_blocks"), py::arg("workers"), py::arg("bytes_per_head"), py::arg("group"),
       py::arg("l2_bytes"), "Rows per longest-first section the kernels choose (mapping.h)");
   m.def("num_l2_domains",
         [](const std::string& device) { return chiplet_fa::detect_num_xcds(c10::Device(device)); },

@@ -67,16 +67,4 @@ inline int64_t persistent_workers(int64_t tiles, int domains) {
   return workers;
 }
 
-// p with its longest-first sections sized for `workers` serving `domains` queues (mapping.h):
-// each domain's workers share that domain's part of the L2 (the whole L2 with one queue).
-inline FwdParams with_sections(FwdParams p, int64_t workers, int domains, int elem_bytes) {
-  if (!p.longest_first() || p.batch <= 0) return p;
-  const int64_t rows = int64_t(p.batch) * p.num_q_heads;
-  const int64_t mean_len = p.total_q / p.batch;  // a packed batch's mean length, the dense length otherwise
-  const int64_t kv_bytes = 2 * int64_t(p.seqlen_k) * p.head_dim * elem_bytes;
-  p.section_rows = longest_first_section_rows(rows, (mean_len + p.block_m - 1) / p.block_m, workers / domains,
-                                              kv_bytes, p.group_size(), device_counts().l2_bytes / domains);
-  return p;
-}
-
 }  // namespace chiplet_fa::CFA_FAMILY
