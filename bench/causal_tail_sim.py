@@ -1,8 +1,9 @@
 """Makespan of a persistent forward whose workers claim tiles in a given order (the dynamic queue
 of kernels/sm90/tile_scheduler.h), over the ideal (total work / workers), for three orders:
 head-first with each row reversed (the order before v21), block-first ascending, and sections
-of S rows walked block-major with the m-blocks descending (v21: `GridShape::longest_first_rows`). A tile costs 1 + its key blocks (a model:
-no measured step costs), so this says how much of a kernel a tail can take, not its time.
+of S rows walked block-major with the m-blocks descending (v21: `GridShape::longest_first_rows`).
+A tile costs 1 + its key blocks (a model: no measured step costs), so this says how much of a
+kernel a tail can take, not its time.
 
   python bench/causal_tail_sim.py
 """

@@ -64,8 +64,8 @@ struct BwdParams : FwdParams {
   CFA_HOST_DEVICE int32_t num_n_blocks() const { return (seqlen_k + block_n - 1) / block_n; }
   // Under a causal mask key block n is seen by the queries from n on: the first blocks are the longest.
   CFA_HOST_DEVICE GridShape kv_grid_shape() const {
-    return GridShape{batch, num_kv_heads, num_n_blocks(), num_xcds, kv_block_offsets, longest_first() ? section_rows : 0,
-                     true};
+    return GridShape{batch, num_kv_heads, num_n_blocks(), num_xcds,
+                     kv_block_offsets, longest_first() ? section_rows : 0, true};
   }
   // One KV head's K, V, dK and dV slabs of sequence b, as element type T (rows row_stride apart).
   template <typename T>

@@ -254,6 +254,7 @@ CFA_HOST_DEVICE Tile longest_first_tile(int64_t begin, int64_t end, int64_t k, c
 // without sections too).
 CFA_HOST_DEVICE int32_t longest_first_section_rows(int64_t rows, int64_t m_blocks, int64_t workers,
                                                    int64_t bytes_per_head, int64_t group, int64_t l2_bytes) {
+  if (m_blocks < 1 || workers < 1 || group < 1) return 1;
   int64_t s = 1;
   while (s < rows && s * m_blocks < 2 * workers) s *= 2;
   const int64_t span = (workers + m_blocks - 1) / m_blocks;

@@ -9,17 +9,19 @@
 
 namespace chiplet_fa::CFA_FAMILY {
 
-// Blocks a row of `block` rows has on average over the batch (total_rows rows in all).
+// Blocks a row of `block` rows has on average over the batch (total_rows rows in all), at least 1.
 inline int64_t mean_blocks(int64_t total_rows, int32_t batch, int32_t block) {
-  return (total_rows / batch + block - 1) / block;
+  const int64_t blocks = (total_rows / batch + block - 1) / block;
+  return blocks > 1 ? blocks : 1;
 }
 
 // The forward: a row is a query head's blocks, reading one KV head's K and V (group query heads to one).
 inline FwdParams with_sections(FwdParams p, int64_t workers, int domains, int elem_bytes) {
   if (!p.longest_first() || p.batch <= 0) return p;
   const int64_t kv_bytes = 2 * int64_t(p.seqlen_k) * p.head_dim * elem_bytes;
-  p.section_rows = longest_first_section_rows(int64_t(p.batch) * p.num_q_heads, mean_blocks(p.total_q, p.batch, p.block_m),
-                                              workers / domains, kv_bytes, p.group_size(), device_counts().l2_bytes / domains);
+  const int64_t rows = int64_t(p.batch) * p.num_q_heads, blocks = mean_blocks(p.total_q, p.batch, p.block_m);
+  p.section_rows = longest_first_section_rows(rows, blocks, workers / domains, kv_bytes, p.group_size(),
+                                              device_counts().l2_bytes / domains);
   return p;
 }
 
@@ -29,8 +31,9 @@ inline BwdParams with_kv_sections(BwdParams p, int64_t resident, int elem_bytes)
   if (!p.longest_first() || p.batch <= 0 || resident <= 0) return p;
   const int domains = is_swizzled(p.mapping) && p.num_xcds > 1 ? p.num_xcds : 1;
   const int64_t row_bytes = int64_t(p.group_size()) * p.seqlen_q * p.head_dim * (2 * elem_bytes + 4);
-  p.section_rows = longest_first_section_rows(int64_t(p.batch) * p.num_kv_heads, mean_blocks(p.total_k, p.batch, p.block_n),
-                                              resident / domains, row_bytes, 1, device_counts().l2_bytes / domains);
+  const int64_t rows = int64_t(p.batch) * p.num_kv_heads, blocks = mean_blocks(p.total_k, p.batch, p.block_n);
+  p.section_rows = longest_first_section_rows(rows, blocks, resident / domains, row_bytes, 1,
+                                              device_counts().l2_bytes / domains);
   return p;
 }
 
