@@ -3,6 +3,8 @@ Nsight Compute on an NVIDIA GPU, next to the L2 locality model's prediction.
 
   python bench/l2_measure.py --out bench/results              # driver: runs ncu on itself
   python bench/l2_measure.py --from-csv raw.csv --out /tmp/r  # re-tabulate a saved ncu CSV
+  python bench/l2_measure.py --shapes 8,16,16,2048,64 --causal --mappings block_first head_first \
+      --tag h200_small_causal --out /tmp/r                     # other shapes, the causal mask
 Writes l2_<tag>.md, l2_<tag>.json and the raw ncu CSV under --out. The driver launches one
 worker process under `ncu --clock-control none` that runs each (shape, mapping) exactly once;
 ncu profiles those launches (kernel name matching fwd_kernel) and nothing else. About 1-2 min
@@ -26,7 +28,10 @@ from pathlib import Path
 # of the same tiles).
 METRICS = ("lts__t_sector_hit_rate.pct", "dram__bytes_read.sum",
            "lts__t_sectors_srcunit_ltcfabric.sum", "gpu__time_duration.sum",
-           "lts__t_sectors_srcunit_tex_op_read.sum", "lts__t_sectors_srcunit_tex_op_read_lookup_hit.sum")
+           "lts__t_sectors_srcunit_tex_op_read.sum", "lts__t_sectors_srcunit_tex_op_read_lookup_hit.sum",
+           # Where orders differ in time but not in hits: the SMs' busy share of the kernel (a tail
+           # shows as idle cycles) and the instructions issued (the producer's tile descriptions).
+           "sm__cycles_active.avg", "sm__cycles_elapsed.avg", "smsp__inst_executed.sum")
 SECTOR_BYTES = 32
 MAPPINGS = ("block_first", "head_first", "swizzled_block_first", "swizzled_head_first")
 # (B, H_q, H_kv, N, D), bf16, non-causal: the anchors' shapes and one GQA shape.
@@ -34,14 +39,14 @@ SWEEP = [(1, 128, 128, 8192, 128), (1, 128, 128, 32768, 128), (1, 64, 8, 32768, 
 NUM_XCDS = 8  # the swizzled mappings assume 8 XCDs, as in ANCHORS.md; naive ones ignore it
 UNIT_SCALE = {"": 1, "%": 1, "byte": 1, "kbyte": 1e3, "mbyte": 1e6, "gbyte": 1e9, "tbyte": 1e12,
               "sector": 1, "ksector": 1e3, "msector": 1e6, "gsector": 1e9, "nsecond": 1e-9,
-              "usecond": 1e-6, "msecond": 1e-3, "second": 1, "cycle": 1,
+              "usecond": 1e-6, "msecond": 1e-3, "second": 1, "cycle": 1, "inst": 1,
               # ncu 2025.3 prints durations as ns/us/ms/s even with --print-units base
               "ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1}
 
 
-def plan(sweep):
-    return [{"B": b, "H_q": hq, "H_kv": hkv, "N": n, "D": d, "mapping": m}
-            for (b, hq, hkv, n, d) in sweep for m in MAPPINGS]
+def plan(sweep, mappings=MAPPINGS, causal=False):
+    return [{"B": b, "H_q": hq, "H_kv": hkv, "N": n, "D": d, "mapping": m, "causal": causal}
+            for (b, hq, hkv, n, d) in sweep for m in mappings]
 
 
 def worker(points):
@@ -55,7 +60,7 @@ def worker(points):
         q = torch.randn(p["B"], p["N"], p["H_q"], p["D"], device="cuda", dtype=torch.bfloat16, generator=gen)
         k = torch.randn(p["B"], p["N"], p["H_kv"], p["D"], device="cuda", dtype=torch.bfloat16, generator=gen)
         v = torch.randn_like(k)
-        torch.ops.chiplet_fa.fwd(q, k, v, None, False, p["mapping"], NUM_XCDS)
+        torch.ops.chiplet_fa.fwd(q, k, v, None, p["causal"], p["mapping"], NUM_XCDS)
         torch.cuda.synchronize()
         del q, k, v
 
@@ -84,7 +89,7 @@ def predict(point, wgs_per_cu, block_n):
 
     topo = preset("h200", wgs_per_cu=wgs_per_cu)
     shape = Shape(batch=point["B"], num_q_heads=point["H_q"], num_kv_heads=point["H_kv"],
-                  seqlen_q=point["N"], head_dim=point["D"], block_n=block_n)
+                  seqlen_q=point["N"], head_dim=point["D"], block_n=block_n, causal=point["causal"])
     sim = simulate(topo, shape, point["mapping"], mapping_xcds=NUM_XCDS)
     est = estimate(topo, shape, point["mapping"], mapping_xcds=NUM_XCDS)
     return {"pred_hit_rate": 100 * sim.hit_rate, "pred_dram_read_bytes": sim.dram_read_bytes,
@@ -103,7 +108,10 @@ def combine(points, kernels, wgs_per_cu, block_n):
         row = dict(p)
         row.update(hit_rate=m.get(METRICS[0]), dram_read_bytes=m.get(METRICS[1]),
                    fabric_sectors=m.get(METRICS[2]),
-                   time_ms=None if m.get(METRICS[3]) is None else 1e3 * m[METRICS[3]])
+                   time_ms=None if m.get(METRICS[3]) is None else 1e3 * m[METRICS[3]],
+                   inst_executed=m.get(METRICS[8]))
+        active, elapsed = m.get(METRICS[6]), m.get(METRICS[7])
+        row["sm_active"] = 100 * active / elapsed if active is not None and elapsed else None
         reads, hits = m.get(METRICS[4]), m.get(METRICS[5])
         row["sm_read_hit_rate"] = 100 * hits / reads if reads and hits is not None else None
         row["sm_reads_not_from_dram"] = (100 * (1 - row["dram_read_bytes"] / (SECTOR_BYTES * reads))
@@ -127,17 +135,20 @@ def pct(x):
 def to_markdown(rows, title, command):
     lines = [f"# {title}", "", f"Command: `{command}`", "",
              "Measured: Nsight Compute (`--clock-control none`), one launch per row, bf16, "
-             f"non-causal, swizzled mappings with num_xcds={NUM_XCDS}. Predicted: the L2 locality "
+             f"{'causal' if rows and rows[0]['causal'] else 'non-causal'}, swizzled mappings with "
+             f"num_xcds={NUM_XCDS}. Predicted: the L2 locality "
              "model's simulator (H200 preset), closed form in brackets. L2 hit measured counts all L2 "
              "sectors (`lts__t_sector_hit_rate.pct`, fabric lookups included); SM reads hit: the "
              "SMs' read sectors that hit (`lts__t_sectors_srcunit_tex_op_read_lookup_hit` / "
              "`_op_read`); not from DRAM: 1 - DRAM read bytes / the SMs' read bytes; loads not from "
              "DRAM: 1 - DRAM read bytes / the bytes the kernel's loads ask for (the model's trace), "
-             "the measured counterpart of the predicted rate. DRAM is `dram__bytes_read.sum`.", "",
+             "the measured counterpart of the predicted rate. DRAM is `dram__bytes_read.sum`. SM "
+             "active: `sm__cycles_active.avg` / `sm__cycles_elapsed.avg`; inst: "
+             "`smsp__inst_executed.sum`.", "",
              "| B | H_q | H_kv | N | D | mapping | L2 hit measured | SM reads hit | SM reads not from DRAM | "
              "loads not from DRAM | L2 hit predicted | DRAM read measured | DRAM read predicted | ideal DRAM | "
-             "fabric sectors | kernel ms |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "fabric sectors | kernel ms | SM active | inst (M) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         gb = lambda b: fmt(None if b is None else b / 1e9, ".2f") + (" GB" if b is not None else "")  # noqa: E731
         lines.append(
@@ -146,7 +157,8 @@ def to_markdown(rows, title, command):
             f"{pct(r['loads_not_from_dram'])} | "
             f"{r['pred_hit_rate']:.2f}% ({r['est_hit_rate']:.1f}%) | "
             f"{gb(r['dram_read_bytes'])} | {gb(r['pred_dram_read_bytes'])} | {gb(r['ideal_dram_bytes'])} | "
-            f"{fmt(r['fabric_sectors'], '.3g')} | {fmt(r['time_ms'], '.2f')} |")
+            f"{fmt(r['fabric_sectors'], '.3g')} | {fmt(r['time_ms'], '.3f')} | {pct(r['sm_active'])} | "
+            f"{fmt(None if r['inst_executed'] is None else r['inst_executed'] / 1e6, '.1f')} |")
     return "\n".join(lines) + "\n"
 
 
@@ -177,6 +189,9 @@ def main(argv=None):
     ap.add_argument("--out", type=Path, default=Path("bench/results"))
     ap.add_argument("--tag", default="h200", help="names the output files l2_<tag>.*")
     ap.add_argument("--quick", action="store_true", help="only B=1 H=128 N=8K")
+    ap.add_argument("--shapes", nargs="+", metavar="B,H_Q,H_KV,N,D", help="these shapes instead of the sweep")
+    ap.add_argument("--causal", action="store_true", help="the causal mask (bottom-right)")
+    ap.add_argument("--mappings", nargs="+", choices=MAPPINGS, default=list(MAPPINGS))
     ap.add_argument("--ncu", default="ncu")
     ap.add_argument("--timeout", type=int, default=900, help="seconds for the ncu run")
     ap.add_argument("--wgs-per-cu", type=int, default=1, help="resident CTAs per SM in the model")
@@ -187,7 +202,9 @@ def main(argv=None):
     if args.worker:
         worker(json.loads(args.worker))
         return 0
-    points = plan(SWEEP[:1] if args.quick else SWEEP)
+    sweep = ([tuple(int(x) for x in s.split(",")) for s in args.shapes] if args.shapes
+             else SWEEP[:1] if args.quick else SWEEP)
+    points = plan(sweep, args.mappings, args.causal)
     command = "python bench/l2_measure.py " + " ".join(argv if argv is not None else sys.argv[1:])
     if args.from_csv:
         raw, rc = args.from_csv.read_text(), 0

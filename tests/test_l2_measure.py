@@ -115,3 +115,25 @@ def test_loads_not_from_dram_divide_by_what_the_kernel_loads(tmp_path):
     assert [r["load_bytes"] for r in rows] == [load] * 4
     assert rows[0]["loads_not_from_dram"] == pytest.approx(0.1)
     assert rows[1]["loads_not_from_dram"] == pytest.approx(98.0)
+
+
+def test_causal_shapes_and_the_sm_activity_columns(tmp_path):
+    """--shapes/--causal/--mappings pick the points; SM active and instructions come from their metrics."""
+    argv = ["--shapes", "8,16,16,2048,64", "--causal", "--mappings", "block_first", "head_first"]
+    points = l2.plan([(8, 16, 16, 2048, 64)], ["block_first", "head_first"], causal=True)
+    text = fake_csv([(90.0, "1", "Gbyte", "1", "180000", "1000", "900")] * 2).splitlines()
+    extra = []
+    for i, (active, inst) in enumerate([(870, "5,000,000"), (800, "6,500,000")]):
+        common = text[2 + 6 * i].rsplit(',"lts__', 1)[0]
+        extra += [f'{common},"sm__cycles_active.avg","cycle","{active}"',
+                  f'{common},"sm__cycles_elapsed.avg","cycle","1000"',
+                  f'{common},"smsp__inst_executed.sum","inst","{inst}"']
+    csv_path = tmp_path / "raw.csv"
+    csv_path.write_text("\n".join(text + extra) + "\n")
+    assert l2.main(argv + ["--from-csv", str(csv_path), "--out", str(tmp_path), "--tag", "c"]) == 0
+    rows = json.loads((tmp_path / "l2_c.json").read_text())["rows"]
+    assert [(r["mapping"], r["causal"]) for r in rows] == [(p["mapping"], True) for p in points]
+    assert [r["sm_active"] for r in rows] == pytest.approx([87.0, 80.0])
+    assert [r["inst_executed"] for r in rows] == pytest.approx([5e6, 6.5e6])
+    md = (tmp_path / "l2_c.md").read_text()
+    assert "causal, swizzled" in md and "| 87.00% | 5.0 |" in md and "| 80.00% | 6.5 |" in md

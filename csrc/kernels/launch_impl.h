@@ -99,15 +99,30 @@ void launch_main_pass(Kernel kernel, const BwdParams& p, const Args& args, cfaSt
 constexpr bool kFixedDqInMainPass = kFamily == KernelFamily::kSm90;
 
 #if defined(CFA_FAMILY_SM90)
+// Workgroups of `kernel` resident on the current device at once (0: unknown), asked once per device
+// and thread rather than on every launch.
+template <typename Kv, typename Kernel>
+int64_t resident_workgroups(Kernel kernel) {
+  static thread_local int cached_device = -1;
+  static thread_local int64_t cached = 0;
+  int device = 0;
+  cudaGetDevice(&device);
+  if (device != cached_device) {
+    allow_smem<Kv::kSmemBytes>(kernel);  // the query counts blocks of kSmemBytes only once they are allowed
+    int per_sm = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, Kv::kThreads, Kv::kSmemBytes) != cudaSuccess)
+      per_sm = 0;
+    cached = int64_t(per_sm) * device_counts().sms;
+    cached_device = device;
+  }
+  return cached;
+}
+
 template <DType kDType, int kHeadDim, bool kWindowed, DqMode kDq, bool kPlain>
 void launch_bwd_kv_sm90(const BwdParams& p, cfaStream_t stream) {
   using Kv = BwdKvKernelSm90<kDType, kHeadDim, kWindowed, kDq, kPlain>;
   auto kernel = bwd_kv_kernel_sm90<kDType, kHeadDim, kWindowed, kDq, kPlain>;
-  allow_smem<Kv::kSmemBytes>(kernel);
-  int per_sm = 0;
-  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, Kv::kThreads, Kv::kSmemBytes) != cudaSuccess)
-    per_sm = 0;
-  const BwdParams q = with_kv_sections(p, int64_t(per_sm) * device_counts().sms, int(sizeof(typename Kv::T)));
+  const BwdParams q = with_kv_sections(p, resident_workgroups<Kv>(kernel), int(sizeof(typename Kv::T)));
   launch_main_pass<Kv>(kernel, q, with_tensor_maps(q, kDType == DType::kBFloat16, Kv::kAddsDq, Kv::kBlockM), stream);
 }
 #endif

@@ -35,9 +35,9 @@ inline int32_t modelled_section_rows(const Topology& t, const AttnShape& s) {
   if (t.dispatch != Dispatch::kSingle || s.batch <= 0) return 1;
   int64_t total_q = 0;
   for (int64_t b = 0; b < s.batch; ++b) total_q += s.len_q(b);
-  const int64_t mean_blocks = (total_q / s.batch + s.block_m - 1) / s.block_m;
-  return longest_first_section_rows(s.batch * s.num_q_heads, std::max<int64_t>(mean_blocks, 1), t.slots_per_domain(),
-                                    2 * s.seqlen_k * s.head_dim * s.elem_bytes, s.group(), t.l2_bytes);
+  return longest_first_section_rows(s.batch * s.num_q_heads, mean_row_blocks(total_q, s.batch, s.block_m),
+                                    t.slots_per_domain(), 2 * s.seqlen_k * s.head_dim * s.elem_bytes, s.group(),
+                                    t.l2_bytes);
 }
 
 // A validated call's grid (a ragged one points into `offsets`, hence no copies) and the

@@ -245,6 +245,13 @@ CFA_HOST_DEVICE Tile longest_first_tile(int64_t begin, int64_t end, int64_t k, c
   return block_major_in_range(lo, hi, g.first_blocks_longest ? p - lo : hi - 1 - p, g);
 }
 
+// The blocks of `block` rows a grid row has on average over `batch` sequences of `total_rows` rows in
+// all, at least 1: what longest_first_section_rows takes as m_blocks for a packed batch.
+CFA_HOST_DEVICE int64_t mean_row_blocks(int64_t total_rows, int64_t batch, int64_t block) {
+  const int64_t blocks = batch > 0 ? (total_rows / batch + block - 1) / block : 0;
+  return blocks > 1 ? blocks : 1;
+}
+
 // Rows per longest-first section for `workers` tiles running at once in one L2 domain: the fewest,
 // a power of two, whose tiles number at least twice the workers, so the last section's short tiles
 // are spread over every worker (bench/causal_tail_sim.py: makespan 1.00-1.03x of the ideal where

@@ -9,17 +9,11 @@
 
 namespace chiplet_fa::CFA_FAMILY {
 
-// Blocks a row of `block` rows has on average over the batch (total_rows rows in all), at least 1.
-inline int64_t mean_blocks(int64_t total_rows, int32_t batch, int32_t block) {
-  const int64_t blocks = (total_rows / batch + block - 1) / block;
-  return blocks > 1 ? blocks : 1;
-}
-
 // The forward: a row is a query head's blocks, reading one KV head's K and V (group query heads to one).
 inline FwdParams with_sections(FwdParams p, int64_t workers, int domains, int elem_bytes) {
   if (!p.longest_first() || p.batch <= 0) return p;
   const int64_t kv_bytes = 2 * int64_t(p.seqlen_k) * p.head_dim * elem_bytes;
-  const int64_t rows = int64_t(p.batch) * p.num_q_heads, blocks = mean_blocks(p.total_q, p.batch, p.block_m);
+  const int64_t rows = int64_t(p.batch) * p.num_q_heads, blocks = mean_row_blocks(p.total_q, p.batch, p.block_m);
   p.section_rows = longest_first_section_rows(rows, blocks, workers / domains, kv_bytes, p.group_size(),
                                               device_counts().l2_bytes / domains);
   return p;
@@ -29,9 +23,9 @@ inline FwdParams with_sections(FwdParams p, int64_t workers, int domains, int el
 // heads and adding into their fp32 dQ. `resident` workgroups run at once on the device.
 inline BwdParams with_kv_sections(BwdParams p, int64_t resident, int elem_bytes) {
   if (!p.longest_first() || p.batch <= 0 || resident <= 0) return p;
-  const int domains = is_swizzled(p.mapping) && p.num_xcds > 1 ? p.num_xcds : 1;
+  const int domains = scheduler_domains(p);
   const int64_t row_bytes = int64_t(p.group_size()) * p.seqlen_q * p.head_dim * (2 * elem_bytes + 4);
-  const int64_t rows = int64_t(p.batch) * p.num_kv_heads, blocks = mean_blocks(p.total_k, p.batch, p.block_n);
+  const int64_t rows = int64_t(p.batch) * p.num_kv_heads, blocks = mean_row_blocks(p.total_k, p.batch, p.block_n);
   p.section_rows = longest_first_section_rows(rows, blocks, resident / domains, row_bytes, 1,
                                               device_counts().l2_bytes / domains);
   return p;
