@@ -77,7 +77,7 @@ for s in "$@"; do
     profile)
       # Nsight Compute on one launch each of the sm90 forward and backward main pass (bf16, the
       # plain variants; PROFILE_SHAPE="B,H_q,H_kv,N" default 1,128,128,8192, PROFILE_HDIM default
-      # 128, PROFILE_CAUSAL=1 for the causal mask, PROFILE_MAPPING default head_first) and the
+      # 128, PROFILE_CAUSAL=1 for the causal mask, PROFILE_MAPPING default head_first, or several) and the
       # forward's SASS. PROFILE_BWD names the backward's modes, each a report of its own: "atomic"
       # (default) and/or "det" (the deterministic mode: fixed-point dQ), or "none".
       ncu_sections="--section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section WarpStateStats \
@@ -90,12 +90,19 @@ for s in "$@"; do
       setup="import torch, chiplet_fa
 q, do = (torch.randn($pb, $pn, $phq, $phd, device='cuda', dtype=torch.bfloat16) for _ in range(2))
 k, v = (torch.randn($pb, $pn, $phkv, $phd, device='cuda', dtype=torch.bfloat16) for _ in range(2))
-o, lse = torch.ops.chiplet_fa.fwd(q, k, v, None, $pcausal, '$pmap', 8)"
-      profiles=(profile_fwd)
-      ncu --kernel-name regex:fwd_kernel --launch-skip 1 --launch-count 1 $ncu_sections -o "$OUT/profile_fwd" \
-        python3 -P -c "$setup
-for _ in range(2): torch.ops.chiplet_fa.fwd(q, k, v, None, $pcausal, '$pmap', 8)
+o, lse = torch.ops.chiplet_fa.fwd(q, k, v, None, $pcausal, '${pmap%% *}', 8)"
+      # Several mappings ("block_first head_first"): a forward report each, profile_fwd_<mapping>;
+      # the backward runs the first.
+      profiles=()
+      for m in $pmap; do
+        name=profile_fwd; [ "$pmap" = "$m" ] || name=profile_fwd_$m
+        profiles+=("$name")
+        ncu --kernel-name regex:fwd_kernel --launch-skip 1 --launch-count 1 $ncu_sections -o "$OUT/$name" \
+          python3 -P -c "$setup
+for _ in range(2): torch.ops.chiplet_fa.fwd(q, k, v, None, $pcausal, '$m', 8)
 torch.cuda.synchronize()" > /dev/null 2>&1 || status=1
+      done
+      pmap=${pmap%% *}
       for mode in ${PROFILE_BWD:-atomic}; do
         case $mode in
           atomic) name=profile_bwd det=False ;;
@@ -114,7 +121,8 @@ torch.cuda.synchronize()" > /dev/null 2>&1 || status=1
         # Warp-state samples per SASS instruction: which instructions the stalls sit on.
         ncu -i "$OUT/$f.ncu-rep" --page source --print-source sass --csv > "$OUT/${f}_sass.csv" 2>&1
       done
-      fwd_sym="sm9010fwd_kernelILNS_5DTypeE1ELi${phd}ELb0ELb1E"  # sm90::fwd_kernel<bf16, D, !windowed, plain>
+      pwin=$([ "$pcausal" = True ] && echo 1 || echo 0)  # a causal mask runs the windowed kernel
+      fwd_sym="sm9010fwd_kernelILNS_5DTypeE1ELi${phd}ELb${pwin}ELb1E"  # sm90::fwd_kernel<bf16, D, windowed?, plain>
       cuobjdump -sass "$so" | awk -v s="$fwd_sym" '$0 ~ "Function : .*" s {p=1; print; next} p && /Function : / {p=0} p' \
         > "$OUT/sass_fwd_hdim$phd.txt"
       for f in "${profiles[@]}"; do
