@@ -7,6 +7,9 @@
 //               (k_full, v_full: the bytes arrived) and "free again" (k_empty, v_empty), q_full and
 //               q_empty do the same for Q. The ring runs on across tiles: the next tile's Q and
 //               first K/V blocks land while the consumers finish the last one.
+//   scheduler   (lane 0 of warpgroup 0's second warp) claims each tile from the queue and
+//               describes it (map_workgroup, the sequence, the key blocks) into a slot in shared
+//               memory, a tile ahead of the producer: info_full says a slot is written.
 //   consumers   (warpgroups 1, 2, ...) own 64 query rows each. They take turns on the tensor
 //               cores (a named barrier each, "ping-pong"): while one warpgroup's QK^T and PV
 //               products run, the others compute their softmax, which on one workgroup per SM
@@ -76,12 +79,15 @@ struct FwdKernel : FwdWarps<arch::padded_head_dim(kHeadDim)> {
   // copy engine's bytes); q_empty one from every consumer thread, k/v_empty one per consumer warp.
   static constexpr int kProducerLanes = 32;
   static constexpr int kConsumerThreads = kConsumers * kWgThreads, kConsumerWarps = kConsumerThreads / 32;
+  static constexpr int kInfoSlots = kQStages + 2;
   struct Barriers {
     uint64_t q_full[kQStages], q_empty[kQStages];
     uint64_t k_full[kStages], v_full[kStages], k_empty[kStages], v_empty[kStages];
+    uint64_t info_full[kInfoSlots];  // the scheduler wrote the slot
+    uint64_t claim_next;             // the producer started a tile: the scheduler may claim the next
   };
   // One tile: its head's slabs in global memory, and the rows and key blocks it covers. Written
-  // by the producer a tile ahead, read from shared memory where used: the consumers' registers are
+  // by the scheduler a tile ahead, read from shared memory where used: the consumers' registers are
   // all but taken by O and the scores. Slot n % kInfoSlots holds tile n (see produce).
   struct TileInfo {
     bool none;  // no tile: the worker's queue is empty, the consumers stop
@@ -95,7 +101,6 @@ struct FwdKernel : FwdWarps<arch::padded_head_dim(kHeadDim)> {
     CFA_DEVICE int n_blocks() const { return keys.end - keys.first; }
   };
   static constexpr int kTileBytes = (kQStages * QTile::kElems + 2 * kStages * KVTile::kElems) * int(sizeof(T));
-  static constexpr int kInfoSlots = kQStages + 2;
   static constexpr int kSmemBytes = kTileBytes + int(sizeof(Barriers)) + kInfoSlots * int(sizeof(TileInfo));
   static_assert(kSmemBytes <= kMaxSmemBytes, "shared memory per workgroup on sm_90");
   // Named barriers 1, 2, ...: consumer c's turn (0 is __syncthreads), taken by c and handed over
@@ -142,13 +147,16 @@ struct FwdKernel : FwdWarps<arch::padded_head_dim(kHeadDim)> {
         arch::mbarrier_init(&t.bar->k_empty[s], kConsumerWarps);
         arch::mbarrier_init(&t.bar->v_empty[s], kConsumerWarps);
       }
+      for (int s = 0; s < kInfoSlots; ++s) arch::mbarrier_init(&t.bar->info_full[s], 1);
+      arch::mbarrier_init(&t.bar->claim_next, 1);
     }
     __syncthreads();
 
     const int wg = arch::warp_uniform(threadIdx.x / kWgThreads);
     if (wg == 0) {
       arch::release_registers<kProducerRegs>();
-      if (threadIdx.x < kProducerLanes) produce(a, t);  // the other producer warps have nothing to do
+      if (threadIdx.x < kProducerLanes) produce(a, t);
+      else if (threadIdx.x == kProducerLanes) schedule(a.p, t);  // the other lanes and warps have nothing to do
     } else {
       arch::claim_registers<kConsumerRegs>();
       consume(a.p, t, wg - 1);
@@ -173,37 +181,41 @@ struct FwdKernel : FwdWarps<arch::padded_head_dim(kHeadDim)> {
   };
   static CFA_DEVICE uint32_t q_phase_of(int n) { return (n / kQStages) & 1; }
 
-  // Lane 0 claims and describes each tile a tile ahead, into slot (n + 1) % kInfoSlots once tile
-  // n's Q and first K/V block are under way, so that the next tile's Q can follow tile n's last K/V
-  // copy at once. The slot is free by then: tile n's Q buffer was released after the last QK^T of
-  // tile n - kQStages, so the consumers are done with tile n + 1 - kInfoSlots. A slot holding no
-  // tile tells the consumers to stop.
-  static CFA_DEVICE void produce(const TmaFwdParams& a, const Slabs& t) {
-    const FwdParams& p = a.p;
+  // Tile n + 1 is claimed and described once the producer has tile n's Q and first K/V block under
+  // way (claim_next), into slot (n + 1) % kInfoSlots, so that the next tile's Q can follow tile n's
+  // last K/V copy at once. The slot is free by then: tile n's Q buffer was released after the last
+  // QK^T of tile n - kQStages, so the consumers are done with tile n + 1 - kInfoSlots. A slot holding
+  // no tile tells the producer and the consumers to stop. On a warp of its own, not the producer's
+  // lane 0, where the queue's atomic and the mapping's divisions (and their spills) held the tile's
+  // second K/V copy (bench/NOTES.md, v24).
+  static CFA_DEVICE void schedule(const FwdParams& p, const Slabs& t) {
     const GridShape grid = p.grid_shape();
     const DynamicTileScheduler queue{p.tile_counters, grid_size(grid), scheduler_domains(p)};
-    const int lane = threadIdx.x;
-    auto claim = [&](int n) {
-      if (lane != 0) return;
+    for (int n = 0;; ++n) {
+      if (n > 0) arch::mbarrier_wait(&t.bar->claim_next, (n - 1) & 1);
       const int64_t wid = queue.claim();
       TileInfo& slot = t.info[n % kInfoSlots];
       if (wid >= 0) slot = tile_info(p, grid, wid);
       else slot.none = true;
-    };
-    claim(0);
+      arch::mbarrier_arrive(&t.bar->info_full[n % kInfoSlots]);
+      if (wid < 0) return;
+    }
+  }
+
+  static CFA_DEVICE void produce(const TmaFwdParams& a, const Slabs& t) {
     for (int n = 0, ring = 0;; ++n) {
       const int qs = n % kQStages;
       if (n >= kQStages) arch::mbarrier_wait(&t.bar->q_empty[qs], q_phase_of(n) ^ 1);
-      __syncwarp();
+      arch::mbarrier_wait(&t.bar->info_full[n % kInfoSlots], (n / kInfoSlots) & 1);
       const TileInfo& info = t.info[n % kInfoSlots];
       if (info.none) {
         arch::mbarrier_arrive(&t.bar->q_full[qs]);
         return;
       }
-      // The first K/V block goes out before the claim: with Q it is all the consumers wait for.
+      // The first K/V block goes out before the next claim: with Q it is all the consumers wait for.
       produce_q(a, t, info, n);
       produce_kv(a, t, info, 0, min(1, info.n_blocks()), ring);
-      claim(n + 1);
+      if (threadIdx.x == 0) arch::mbarrier_arrive(&t.bar->claim_next);
       produce_kv(a, t, info, min(1, info.n_blocks()), info.n_blocks(), ring);
     }
   }
