@@ -87,12 +87,12 @@ for s in "$@"; do
       pcausal=$([ "${PROFILE_CAUSAL:-0}" = 1 ] && echo True || echo False)
       phd=${PROFILE_HDIM:-128}
       pmap=${PROFILE_MAPPING:-head_first}
+      pfirst=${pmap%% *}  # the mapping the backward and the setup's forward run
       setup="import torch, chiplet_fa
 q, do = (torch.randn($pb, $pn, $phq, $phd, device='cuda', dtype=torch.bfloat16) for _ in range(2))
 k, v = (torch.randn($pb, $pn, $phkv, $phd, device='cuda', dtype=torch.bfloat16) for _ in range(2))
-o, lse = torch.ops.chiplet_fa.fwd(q, k, v, None, $pcausal, '${pmap%% *}', 8)"
-      # Several mappings ("block_first head_first"): a forward report each, profile_fwd_<mapping>;
-      # the backward runs the first.
+o, lse = torch.ops.chiplet_fa.fwd(q, k, v, None, $pcausal, '$pfirst', 8)"
+      # Several mappings ("block_first head_first"): a forward report each, profile_fwd_<mapping>.
       profiles=()
       for m in $pmap; do
         name=profile_fwd; [ "$pmap" = "$m" ] || name=profile_fwd_$m
@@ -102,7 +102,6 @@ o, lse = torch.ops.chiplet_fa.fwd(q, k, v, None, $pcausal, '${pmap%% *}', 8)"
 for _ in range(2): torch.ops.chiplet_fa.fwd(q, k, v, None, $pcausal, '$m', 8)
 torch.cuda.synchronize()" > /dev/null 2>&1 || status=1
       done
-      pmap=${pmap%% *}
       for mode in ${PROFILE_BWD:-atomic}; do
         case $mode in
           atomic) name=profile_bwd det=False ;;
@@ -113,7 +112,7 @@ torch.cuda.synchronize()" > /dev/null 2>&1 || status=1
         profiles+=("$name")
         ncu --kernel-name regex:bwd_kv_kernel --launch-skip 1 --launch-count 1 $ncu_sections -o "$OUT/$name" \
           python3 -P -c "$setup
-for _ in range(2): torch.ops.chiplet_fa.bwd(do, q, k, v, o, lse, None, $pcausal, '$pmap', 8, $det)
+for _ in range(2): torch.ops.chiplet_fa.bwd(do, q, k, v, o, lse, None, $pcausal, '$pfirst', 8, $det)
 torch.cuda.synchronize()" > /dev/null 2>&1 || status=1
       done
       for f in "${profiles[@]}"; do
