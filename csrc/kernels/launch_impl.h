@@ -99,23 +99,16 @@ void launch_main_pass(Kernel kernel, const BwdParams& p, const Args& args, cfaSt
 constexpr bool kFixedDqInMainPass = kFamily == KernelFamily::kSm90;
 
 #if defined(CFA_FAMILY_SM90)
-// Workgroups of `kernel` resident on the current device at once (0: unknown), asked once per device
-// and thread rather than on every launch.
+// Workgroups of `kernel` resident on the current device at once (0: unknown).
 template <typename Kv, typename Kernel>
 int64_t resident_workgroups(Kernel kernel) {
-  static thread_local int cached_device = -1;
-  static thread_local int64_t cached = 0;
-  int device = 0;
-  cudaGetDevice(&device);
-  if (device != cached_device) {
+  return per_device([kernel](int) {
     allow_smem<Kv::kSmemBytes>(kernel);  // the query counts blocks of kSmemBytes only once they are allowed
     int per_sm = 0;
     if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, Kv::kThreads, Kv::kSmemBytes) != cudaSuccess)
       per_sm = 0;
-    cached = int64_t(per_sm) * device_counts().sms;
-    cached_device = device;
-  }
-  return cached;
+    return int64_t(per_sm) * device_counts().sms;
+  });
 }
 
 template <DType kDType, int kHeadDim, bool kWindowed, DqMode kDq, bool kPlain>

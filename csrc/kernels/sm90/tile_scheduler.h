@@ -37,24 +37,33 @@ struct DynamicTileScheduler {
   }
 };
 
-// What a persistent launch reads of the current device, once per device and thread.
+// fn(device) for the current device, asked once per device and thread: launches ask the driver
+// for what does not change. Each call site's lambda is a type of its own, so its own cache.
+template <typename Fn>
+inline auto per_device(Fn fn) {
+  static thread_local int cached_device = -1;
+  static thread_local decltype(fn(0)) cached{};
+  int device = 0;
+  cudaGetDevice(&device);
+  if (device != cached_device) {
+    cached = fn(device);
+    cached_device = device;
+  }
+  return cached;
+}
+
+// What a persistent launch reads of the current device.
 struct DeviceCounts {
   int sms = 0;           // 0: unknown
   int64_t l2_bytes = 0;
 };
 inline DeviceCounts device_counts() {
-  static thread_local int cached_device = -1;
-  static thread_local DeviceCounts cached;
-  int device = 0;
-  cudaGetDevice(&device);
-  if (device != cached_device) {
+  return per_device([](int device) {
     int sms = 0, l2 = 0;
     if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) sms = 0;
     if (cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device) != cudaSuccess) l2 = 0;
-    cached = DeviceCounts{sms, l2};
-    cached_device = device;
-  }
-  return cached;
+    return DeviceCounts{sms, l2};
+  });
 }
 
 // Workers for at most `tiles` tiles: one per multiprocessor of the current device, fewer for a
