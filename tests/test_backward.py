@@ -289,6 +289,21 @@ def test_deterministic_dq_on_a_grid_past_the_resident_workgroups(mask, d, q_head
         torch.testing.assert_close(a, b, rtol=2e-2, atol=2e-2)
 
 
+@needs_cuda
+@pytest.mark.gpu
+@pytest.mark.parametrize("mask, lens", [("causal", None), ("window", None), ("causal", [3000, 1, 4096, 700])])
+def test_gqa_group_split_over_workgroups(mask, lens):
+    # Under a mask with G x N x D x 8 bytes over 25 MB (here 8 x 4096 x 128), sm90's atomic
+    # backward gives each query head of a KV block a workgroup of its own, which adds its partial
+    # dK and dV in fp32 (kernel_binding.h, kv_split_for); deterministic mode keeps whole groups.
+    inputs, grads = deterministic_dq_case(4096, 4096, 8, 1, 128, mask, lens)
+    split, whole = grads(False), grads(True)
+    for a, b in zip(split, whole):
+        torch.testing.assert_close(a, b, rtol=2e-2, atol=2e-2)
+    if lens is None and mask == "causal":
+        assert_two_x_rule(split, *inputs, causal=True)
+
+
 def test_torch_deterministic_switch_selects_deterministic_mode():
     q, k, v, dout = make_inputs(1, 130, 90, 4, 1, 24, torch.float32, "cpu", seed=6,
                                 requires_grad=True)

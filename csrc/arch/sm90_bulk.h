@@ -19,4 +19,9 @@ CFA_DEVICE void bulk_wait_read() {
 // This thread's bulk groups are complete (their global writes done).
 CFA_DEVICE void bulk_wait_all() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
 
+// g[0] += a, g[1] += b in global memory (8-byte aligned), one vector reduction in L2.
+CFA_DEVICE void red_add_v2(float* g, float a, float b) {
+  asm volatile("red.global.add.v2.f32 [%0], {%1, %2};\n" ::"l"(g), "f"(a), "f"(b) : "memory");
+}
+
 }  // namespace chiplet_fa::CFA_FAMILY::arch

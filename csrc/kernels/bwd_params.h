@@ -10,10 +10,11 @@
 // stats_pad * (cu_seqlens_q[b] / stats_pad + b).
 //
 // Grids. The main kernel is KV-block parallel: one workgroup owns block_n keys of one KV head
-// and produces their dK/dV, looping over the G query heads of its group (no atomics for GQA).
-// Its workgroups go through map_workgroup with rows = (batch, kv_head) and blocks = n-blocks,
-// GridShape{batch, num_kv_heads, num_n_blocks, num_xcds, kv_block_offsets}: the ACC is the KV
-// head, so the Q/dO/LSE/D it streams stay in one L2 domain. The deterministic dQ pass is
+// and produces their dK/dV, looping over the G query heads of its group (no atomics for GQA), or
+// (kv_split > 1) over G / kv_split of them, adding its partial dK/dV into fp32 accumulators.
+// Its workgroups go through map_workgroup with rows = (batch, kv_head, split) and blocks =
+// n-blocks, GridShape{batch, num_kv_heads * kv_split, num_n_blocks, num_xcds, kv_block_offsets}:
+// the ACC is the KV head (or its split), so the Q/dO/LSE/D it streams stay in one L2 domain. The deterministic dQ pass is
 // query-block parallel and uses the forward's grid (FwdParams::grid_shape(), block_m rows).
 //
 // Deterministic dQ: sm90's main pass adds its shares in fixed point (dq_scale below), whose
@@ -30,6 +31,7 @@ struct KvTile {
   int32_t batch;
   int32_t kv_head;
   int32_t n_block;
+  int32_t split;  // which G / kv_split query heads of the group (0 without a split)
 };
 
 struct BwdParams : FwdParams {
@@ -60,12 +62,30 @@ struct BwdParams : FwdParams {
   const float* kv_absmax;
   void* dq_out;
   int32_t slice_col0;         // head dims split into column slices: the first column of dK, dV, dQ a launch writes
+  // Workgroups a KV block's query heads are split over (sm90, atomic dQ; kernel_binding.h says when):
+  // each takes G / kv_split of them, and dk, dv are fp32 accumulators (zeroed) that each adds its
+  // partial dK, dV into. 1: one workgroup per KV block, dk and dv in the input type.
+  int32_t kv_split = 1;
+
+  CFA_HOST_DEVICE int32_t heads_per_kv_tile() const { return group_size() / kv_split; }
 
   CFA_HOST_DEVICE int32_t num_n_blocks() const { return (seqlen_k + block_n - 1) / block_n; }
   // Under a causal mask key block n is seen by the queries from n on: the first blocks are the longest.
   CFA_HOST_DEVICE GridShape kv_grid_shape() const {
-    return GridShape{batch, num_kv_heads, num_n_blocks(), num_xcds,
+    return GridShape{batch, num_kv_heads * kv_split, num_n_blocks(), num_xcds,
                      kv_block_offsets, longest_first() ? section_rows : 0, true};
+  }
+  // One KV head's dK and dV slabs of sequence b, as element type T: the input type, or float where
+  // dk and dv are a split group's accumulators (kv_split > 1).
+  template <typename T>
+  struct KeyGrads {
+    T* dk;
+    T* dv;
+  };
+  template <typename T>
+  CFA_HOST_DEVICE KeyGrads<T> key_grads(int32_t b, int32_t kv_head, const Sequence& s) const {
+    return {static_cast<T*>(dk) + b * dk_batch_stride + s.k_start * dk_row_stride + kv_head * dk_head_stride,
+            static_cast<T*>(dv) + b * dv_batch_stride + s.k_start * dv_row_stride + kv_head * dv_head_stride};
   }
   // One KV head's K, V, dK and dV slabs of sequence b, as element type T (rows row_stride apart).
   template <typename T>
@@ -77,10 +97,10 @@ struct BwdParams : FwdParams {
   };
   template <typename T>
   CFA_HOST_DEVICE KvSlabs<T> kv_slabs(int32_t b, int32_t kv_head, const Sequence& s) const {
+    const KeyGrads<T> g = key_grads<T>(b, kv_head, s);
     return {static_cast<const T*>(k) + b * k_batch_stride + s.k_start * k_row_stride + kv_head * k_head_stride,
             static_cast<const T*>(v) + b * v_batch_stride + s.k_start * v_row_stride + kv_head * v_head_stride,
-            static_cast<T*>(dk) + b * dk_batch_stride + s.k_start * dk_row_stride + kv_head * dk_head_stride,
-            static_cast<T*>(dv) + b * dv_batch_stride + s.k_start * dv_row_stride + kv_head * dv_head_stride};
+            g.dk, g.dv};
   }
   // One query head's Q and dO slabs of sequence b and its rows of lse_log2 and D (GPU layout).
   template <typename T>
@@ -112,7 +132,7 @@ struct BwdParams : FwdParams {
 // The KV tile of main-kernel workgroup `wid` (Tile.q_head is the KV head, Tile.m_block the n-block).
 CFA_HOST_DEVICE KvTile map_kv_workgroup(const BwdParams& p, int64_t wid) {
   const Tile t = map_workgroup(p.mapping, wid, p.kv_grid_shape());
-  return KvTile{t.batch, t.q_head, t.m_block};
+  return KvTile{t.batch, t.q_head / p.kv_split, t.m_block, t.q_head % p.kv_split};
 }
 
 }  // namespace chiplet_fa

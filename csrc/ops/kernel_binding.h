@@ -134,6 +134,20 @@ inline FixedPointDq bind_fixed_point_dq(BwdParams& p, const BwdArgs& a, const at
   return f;
 }
 
+// Under a mask a KV head's workgroups start at different query blocks (their diagonals) and drift
+// apart over the group's query heads, so together they stream all of the group's Q, dO and dQ rows;
+// where those exceed half of the H200's L2 (GQA 64/8 at N = 8K, D = 128: 64 MB, 63% L2 hits against
+// 97% without groups, bench/NOTES.md), sm90's atomic backward gives each query head of a KV block a
+// workgroup of its own (BwdParams::kv_split), whose partial dK, dV go into fp32 accumulators.
+// Deterministic mode keeps whole groups: fp32 sums in any order are not reproducible.
+constexpr int64_t kSplitGroupBytes = int64_t(25) << 20;
+inline int32_t kv_split_for(const BwdParams& p, KernelFamily family, int64_t d8) {
+  const int64_t G = p.group_size(), group_bytes = G * p.seqlen_q * d8 * 8;  // Q, dO (16-bit), dQ (fp32)
+  const bool split = family == KernelFamily::kSm90 && !p.deterministic && p.windowed && G > 1 &&
+                     group_bytes > kSplitGroupBytes;
+  return split ? int32_t(G) : 1;
+}
+
 // The backward (dense or packed) on `family`'s kernels, with num_xcds=-1 meaning `detected_xcds`.
 inline BwdResult bwd_with_kernels(const BwdArgs& a, KernelFamily family, int detected_xcds, cfaStream_t stream) {
   const int64_t D = a.q.size(-1), d8 = (D + 7) / 8 * 8;
@@ -156,6 +170,7 @@ inline BwdResult bwd_with_kernels(const BwdArgs& a, KernelFamily family, int det
   const at::Tensor q_grid = ragged_grid(p.cu_seqlens_q, p.batch, a.q), k_grid = ragged_grid(p.cu_seqlens_k, p.batch, a.q);
   p.block_offsets = q_grid.defined() ? q_grid.data_ptr<int32_t>() : nullptr;
   p.kv_block_offsets = k_grid.defined() ? k_grid.data_ptr<int32_t>() : nullptr;
+  p.kv_split = kv_split_for(p, family, d8);
   TORCH_CHECK_VALUE(p.launch_size(p.grid_shape(), p.total_q, g.bwd_dq_block_m) <= INT32_MAX &&
                         p.launch_size(p.kv_grid_shape(), p.total_k, block_n) <= INT32_MAX,
                     a.op(), ": the workgroup grids must fit a 1-D grid (< 2^31)");
@@ -169,10 +184,19 @@ inline BwdResult bwd_with_kernels(const BwdArgs& a, KernelFamily family, int det
   const at::Tensor lse_log2 = at::empty_like(t.softmax_d);
   p.lse_log2 = lse_log2.data_ptr<float>();
   point_at(p, qk, kk, vk, ok);
-  point_grads_at(p, dok, dk, dv, dq_accum);
+  // A split group's workgroups add their partial dK, dV in fp32 (kv_split_for).
+  const auto accumulator = [&](const at::Tensor& g) {
+    return p.kv_split > 1 ? at::zeros(g.sizes(), g.options().dtype(at::kFloat)) : g;
+  };
+  const at::Tensor dk_acc = accumulator(dk), dv_acc = accumulator(dv);
+  point_grads_at(p, dok, dk_acc, dv_acc, dq_accum);
   p.head_dim = int32_t(d8);
   const FixedPointDq fixed_dq = fixed ? bind_fixed_point_dq(p, a, t.softmax_d, dq_accum) : FixedPointDq{};
   check_launched(launch_kernels(family, dtype, p, stream), a.op(), a.q, family);
+  if (p.kv_split > 1) {
+    dk.copy_(dk_acc);
+    dv.copy_(dv_acc);
+  }
   // dQ in the input's dtype (fixed point: the conversion kernel wrote it).
   const at::Tensor dq = fixed ? fixed_dq.dq : dq_accum;
   if (!padded) return {dq.to(a.q.scalar_type()), t.dk, t.dv};

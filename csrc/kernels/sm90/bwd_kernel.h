@@ -149,6 +149,7 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
     Sequence seq;
     KeyWindow window;
     int n0;
+    int h0, heads;  // the query heads [h0, h0 + heads) the tile walks (a split's, or the whole group)
     BlockRange rows, plain;
   };
   struct Smem {
@@ -178,6 +179,8 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
     k.seq = p.sequence(tile.batch);
     k.window = p.key_window(k.seq);
     k.n0 = tile.n_block * kBlockN;
+    k.heads = p.heads_per_kv_tile();
+    k.h0 = tile.kv_head * p.group_size() + tile.split * k.heads;
     k.rows = query_blocks(k.window, k.n0, k.n0 + kBlockN, kBlockM);
     // Rows from first_row(last key) on see every key of the block, up to the last row whose
     // window begins at or before n0 (a last block's rows past the sequence have lse_log2 = +inf
@@ -193,9 +196,9 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
     return k;
   }
 
-  // How many steps walk() visits: every query block of every query head of the group.
+  // How many steps walk() visits: every query block of every query head of the tile's.
   static CFA_DEVICE int walk_steps(const BwdParams& p, const Keys& keys) {
-    return p.group_size() * (keys.rows.end - keys.rows.first);
+    return keys.heads * (keys.rows.end - keys.rows.first);
   }
 
   // The (query head, query block) pairs a workgroup visits, in order, as visit(step, h, m, masked):
@@ -204,7 +207,7 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
   // (the consumers' steps); otherwise one loop, masked always true (the producer, which ignores it).
   template <bool kByMask, typename Visit>
   static CFA_DEVICE void walk(const BwdParams& p, const Keys& keys, Visit&& visit) {
-    const int G = p.group_size(), h0 = keys.tile.kv_head * G;
+    const int G = keys.heads, h0 = keys.h0;
     const BlockRange &rows = keys.rows, &plain = keys.plain;
     int it = 0;
     for (int j = 0; j < G; ++j) {
@@ -560,15 +563,24 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
     }
     if constexpr (kAddsDq) arch::bulk_wait_all();
 
-    // dK, dV: kWide's consumer c holds columns [128 c, ...), 128 of them or D - 128.
-    const auto kv = p.kv_slabs<T>(tile.batch, tile.kv_head, keys.seq);
+    // dK, dV: kWide's consumer c holds columns [128 c, ...), 128 of them or D - 128. A split
+    // group's partials are added into the fp32 accumulators dk, dv point at.
+    const auto kv = p.key_grads<T>(tile.batch, tile.kv_head, keys.seq);
+    const auto acc = p.key_grads<float>(tile.batch, tile.kv_head, keys.seq);
+    const bool partial = p.kv_split > 1;
     const int col0 = kWide ? kKeyCols * cw : 0, cols = kWide && cw == 1 ? kCols - kKeyCols : kKeyCols;
 #pragma unroll
     for (int i = 0; i < KeyAcc::kSize; i += 2) {
       const int key = key0 + KeyAcc::row(i, lane), c = KeyAcc::col(i, lane), col = col0 + c;
       if (key < keys.seq.len_k && c < cols && col < p.head_dim) {  // head_dim is even: the pair is in or out
-        *reinterpret_cast<uint32_t*>(kv.dk + key * p.dk_row_stride + col) = arch::pack2<T>(dk.x[i] * scale, dk.x[i + 1] * scale);
-        *reinterpret_cast<uint32_t*>(kv.dv + key * p.dv_row_stride + col) = arch::pack2<T>(dv.x[i], dv.x[i + 1]);
+        const int64_t k_off = key * p.dk_row_stride + col, v_off = key * p.dv_row_stride + col;
+        if (partial) {
+          arch::red_add_v2(acc.dk + k_off, dk.x[i] * scale, dk.x[i + 1] * scale);
+          arch::red_add_v2(acc.dv + v_off, dv.x[i], dv.x[i + 1]);
+        } else {
+          *reinterpret_cast<uint32_t*>(kv.dk + k_off) = arch::pack2<T>(dk.x[i] * scale, dk.x[i + 1] * scale);
+          *reinterpret_cast<uint32_t*>(kv.dv + v_off) = arch::pack2<T>(dv.x[i], dv.x[i + 1]);
+        }
       }
     }
   }
