@@ -14,8 +14,9 @@
 // (kv_split > 1) over G / kv_split of them, adding its partial dK/dV into fp32 accumulators.
 // Its workgroups go through map_workgroup with rows = (batch, kv_head, split) and blocks =
 // n-blocks, GridShape{batch, num_kv_heads * kv_split, num_n_blocks, num_xcds, kv_block_offsets}:
-// the ACC is the KV head (or its split), so the Q/dO/LSE/D it streams stay in one L2 domain. The deterministic dQ pass is
-// query-block parallel and uses the forward's grid (FwdParams::grid_shape(), block_m rows).
+// the ACC is the KV head (or its split), so the Q/dO/LSE/D it streams stay in one L2 domain. The
+// deterministic dQ pass is query-block parallel and uses the forward's grid (FwdParams::grid_shape(),
+// block_m rows).
 //
 // Deterministic dQ: sm90's main pass adds its shares in fixed point (dq_scale below), whose
 // integer sums are the same in any order; the other families take the dQ pass.
