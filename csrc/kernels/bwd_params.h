@@ -69,6 +69,11 @@ struct BwdParams : FwdParams {
   int32_t kv_split = 1;
 
   CFA_HOST_DEVICE int32_t heads_per_kv_tile() const { return group_size() / kv_split; }
+  // The bytes a row of the KV grid streams: Q and dO (elem_bytes an element) and the fp32 dQ of
+  // its query heads.
+  CFA_HOST_DEVICE int64_t kv_row_bytes(int elem_bytes) const {
+    return int64_t(heads_per_kv_tile()) * seqlen_q * head_dim * (2 * elem_bytes + 4);
+  }
 
   CFA_HOST_DEVICE int32_t num_n_blocks() const { return (seqlen_k + block_n - 1) / block_n; }
   // Under a causal mask key block n is seen by the queries from n on: the first blocks are the longest.

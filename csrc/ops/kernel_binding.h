@@ -142,11 +142,12 @@ inline FixedPointDq bind_fixed_point_dq(BwdParams& p, const BwdArgs& a, const at
 // own (BwdParams::kv_split), whose partial dK, dV go into fp32 accumulators.
 // Deterministic mode keeps whole groups: fp32 sums in any order are not reproducible.
 constexpr int64_t kSplitGroupBytes = int64_t(25) << 20;
-inline int32_t kv_split_for(const BwdParams& p, KernelFamily family, int64_t d8) {
-  const int64_t G = p.group_size(), group_bytes = G * p.seqlen_q * d8 * 8;  // Q, dO (16-bit), dQ (fp32)
+// p: whole groups (kv_split 1), its head dim the kernels' (padded).
+inline int32_t kv_split_for(const BwdParams& p, KernelFamily family, int elem_bytes) {
+  const int32_t G = p.group_size();
   const bool split = family == KernelFamily::kSm90 && !p.deterministic && p.windowed && G > 1 &&
-                     group_bytes > kSplitGroupBytes;
-  return split ? int32_t(G) : 1;
+                     p.kv_row_bytes(elem_bytes) > kSplitGroupBytes;
+  return split ? G : 1;
 }
 
 // The backward (dense or packed) on `family`'s kernels, with num_xcds=-1 meaning `detected_xcds`.
@@ -171,7 +172,8 @@ inline BwdResult bwd_with_kernels(const BwdArgs& a, KernelFamily family, int det
   const at::Tensor q_grid = ragged_grid(p.cu_seqlens_q, p.batch, a.q), k_grid = ragged_grid(p.cu_seqlens_k, p.batch, a.q);
   p.block_offsets = q_grid.defined() ? q_grid.data_ptr<int32_t>() : nullptr;
   p.kv_block_offsets = k_grid.defined() ? k_grid.data_ptr<int32_t>() : nullptr;
-  p.kv_split = kv_split_for(p, family, d8);
+  p.head_dim = int32_t(d8);
+  p.kv_split = kv_split_for(p, family, int(a.q.element_size()));
   TORCH_CHECK_VALUE(p.launch_size(p.grid_shape(), p.total_q, g.bwd_dq_block_m) <= INT32_MAX &&
                         p.launch_size(p.kv_grid_shape(), p.total_k, block_n) <= INT32_MAX,
                     a.op(), ": the workgroup grids must fit a 1-D grid (< 2^31)");
@@ -191,7 +193,6 @@ inline BwdResult bwd_with_kernels(const BwdArgs& a, KernelFamily family, int det
   };
   const at::Tensor dk_acc = accumulator(dk), dv_acc = accumulator(dv);
   point_grads_at(p, dok, dk_acc, dv_acc, dq_accum);
-  p.head_dim = int32_t(d8);
   const FixedPointDq fixed_dq = fixed ? bind_fixed_point_dq(p, a, t.softmax_d, dq_accum) : FixedPointDq{};
   check_launched(launch_kernels(family, dtype, p, stream), a.op(), a.q, family);
   if (p.kv_split > 1) {

@@ -24,7 +24,7 @@ inline FwdParams with_sections(FwdParams p, int64_t workers, int domains, int el
 inline BwdParams with_kv_sections(BwdParams p, int64_t resident, int elem_bytes) {
   if (!p.longest_first() || p.batch <= 0 || resident <= 0) return p;
   const int domains = scheduler_domains(p);
-  const int64_t row_bytes = int64_t(p.heads_per_kv_tile()) * p.seqlen_q * p.head_dim * (2 * elem_bytes + 4);
+  const int64_t row_bytes = p.kv_row_bytes(elem_bytes);
   const int64_t rows = int64_t(p.batch) * p.num_kv_heads * p.kv_split;
   const int64_t blocks = mean_row_blocks(p.total_k, p.batch, p.block_n);
   p.section_rows = longest_first_section_rows(rows, blocks, resident / domains, row_bytes, 1,
