@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from timing import TIMING, add_timing_argument, attention_flops, fmt, save_results, time_ms  # noqa: E402
+from timing import add_timing_argument, attention_flops, fmt, save_results, time_in_turns, timing_note  # noqa: E402
 
 import chiplet_fa  # noqa: E402,F401  (registers the operators)
 
@@ -37,48 +37,47 @@ BWD_FACTOR, FWD_BWD_FACTOR = 2.5, 3.5
 
 
 def tflops(flops, ms):
-    return flops / ms / 1e9
+    return None if ms is None else flops / ms / 1e9
 
 
-def run_shape(b, hq, hkv, n, d, causal, num_xcds, mappings=MAPPINGS, graph=True):
+def run_shape(b, hq, hkv, n, d, causal, num_xcds, mappings=MAPPINGS, graph=True, rounds=5):
     gen = torch.Generator(device="cuda").manual_seed(0)
     q, k, v = (torch.randn(b, n, h, d, device="cuda", dtype=torch.bfloat16, generator=gen)
                for h in (hq, hkv, hkv))
     dout = torch.randn(b, n, hq, d, device="cuda", dtype=torch.bfloat16, generator=gen)
     fwd_flops = attention_flops(b, hq, n, n, d, causal)
-    row = {"B": b, "H_q": hq, "H_kv": hkv, "N": n, "D": d, "causal": causal, "timing": TIMING[graph]}
+    row = {"B": b, "H_q": hq, "H_kv": hkv, "N": n, "D": d, "causal": causal, "timing": timing_note(graph, rounds)}
     ops = torch.ops.chiplet_fa
 
-    def bwd_ms(m, deterministic=False):
+    def bwd(m, deterministic=False):
         out, lse = ops.fwd(q, k, v, None, causal, m, num_xcds)
-        return time_ms(lambda: ops.bwd(dout, q, k, v, out, lse, None, causal, m, num_xcds,
-                                       deterministic), graph=graph)
+        return lambda: ops.bwd(dout, q, k, v, out, lse, None, causal, m, num_xcds, deterministic)
 
     def fwd_bwd(m):
         out, lse = ops.fwd(q, k, v, None, causal, m, num_xcds)
         return ops.bwd(dout, q, k, v, out, lse, None, causal, m, num_xcds, False)
 
+    fns = {}
     for m in mappings:
-        row[f"{m}_bwd"] = tflops(BWD_FACTOR * fwd_flops, bwd_ms(m))
-        row[f"{m}_fwdbwd"] = tflops(FWD_BWD_FACTOR * fwd_flops, time_ms(lambda: fwd_bwd(m), graph=graph))
-    row["head_first_det_bwd"] = tflops(BWD_FACTOR * fwd_flops, bwd_ms("head_first", True))
+        fns[f"{m}_bwd"] = bwd(m)
+        fns[f"{m}_fwdbwd"] = lambda m=m: fwd_bwd(m)
+    fns["head_first_det_bwd"] = bwd("head_first", True)
 
     leaves = [t.transpose(1, 2).detach().requires_grad_() for t in (q, k, v)]
     dout_t = dout.transpose(1, 2)
     for name, backend in SDPA.items():
-        try:
+        def fwd(backend=backend):
             with sdpa_kernel(backend):
-                def fwd():
-                    return F.scaled_dot_product_attention(*leaves, is_causal=causal,
-                                                          enable_gqa=hq != hkv)
-                out = fwd()
-                row[f"{name}_bwd"] = tflops(BWD_FACTOR * fwd_flops, time_ms(
-                    lambda: torch.autograd.grad(out, leaves, dout_t, retain_graph=True), graph=graph))
-                row[f"{name}_fwdbwd"] = tflops(FWD_BWD_FACTOR * fwd_flops, time_ms(
-                    lambda: torch.autograd.grad(fwd(), leaves, dout_t), graph=graph))
-                del out
+                return F.scaled_dot_product_attention(*leaves, is_causal=causal, enable_gqa=hq != hkv)
+        try:
+            kept = fwd()  # its graph kept for repeated backwards
         except RuntimeError:  # backend does not support this shape
-            row[f"{name}_bwd"] = row[f"{name}_fwdbwd"] = None
+            fns[f"{name}_bwd"] = fns[f"{name}_fwdbwd"] = None
+            continue
+        fns[f"{name}_bwd"] = lambda kept=kept: torch.autograd.grad(kept, leaves, dout_t, retain_graph=True)
+        fns[f"{name}_fwdbwd"] = lambda fwd=fwd: torch.autograd.grad(fwd(), leaves, dout_t)
+    for key, ms in time_in_turns(fns, graph, rounds).items():
+        row[key] = tflops((BWD_FACTOR if key.endswith("_bwd") else FWD_BWD_FACTOR) * fwd_flops, ms)
     return row
 
 
@@ -128,11 +127,11 @@ def main():
     shapes = [(s, c) for s in sweep for c in causals]
     mappings = tuple(m for m in MAPPINGS if m in args.mappings or m == "head_first")
     rows = []
-    # A side stream for SDPA's kept forwards and the captures of their backwards (timing._graph_ms).
+    # A side stream for SDPA's kept forwards and the captures of their backwards (timing._Timer).
     stream = torch.cuda.Stream()
     for i, (shape, causal) in enumerate(shapes):
         with torch.cuda.stream(stream):
-            rows.append(run_shape(*shape, causal, args.num_xcds, mappings, args.timing == "graph"))
+            rows.append(run_shape(*shape, causal, args.num_xcds, mappings, args.timing == "graph", args.rounds))
         r = rows[-1]
         print(f"[{i + 1}/{len(shapes)}] {shape} causal={causal}: bwd "
               + ", ".join(f"{m} {r[f'{m}_bwd']:.0f}" for m in mappings)

@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from timing import TIMING, add_timing_argument, attention_flops, fmt, save_results, time_ms  # noqa: E402
+from timing import add_timing_argument, attention_flops, fmt, save_results, time_in_turns, timing_note  # noqa: E402
 
 import chiplet_fa  # noqa: E402
 
@@ -40,29 +40,27 @@ QUICK = [((1, 128, 128, 8192, 128), BOTH), ((1, 64, 8, 8192, 128), CAUSAL), ((1,
 COLUMNS = ("block_first", "head_first", "sdpa_flash", "sdpa_cudnn")
 
 
-def run_shape(b, hq, hkv, n, d, causal, num_xcds, columns, graph):
+def run_shape(b, hq, hkv, n, d, causal, num_xcds, columns, graph, rounds):
     gen = torch.Generator(device="cuda").manual_seed(0)
     q = torch.randn(b, n, hq, d, device="cuda", dtype=torch.bfloat16, generator=gen)
     k = torch.randn(b, n, hkv, d, device="cuda", dtype=torch.bfloat16, generator=gen)
     v = torch.randn(b, n, hkv, d, device="cuda", dtype=torch.bfloat16, generator=gen)
     flops = attention_flops(b, hq, n, n, d, causal)
-    row = {"B": b, "H_q": hq, "H_kv": hkv, "N": n, "D": d, "causal": causal, "timing": TIMING[graph]}
-    for m in MAPPINGS:
-        if m in columns:
-            ms = time_ms(lambda: torch.ops.chiplet_fa.fwd(q, k, v, None, causal, m, num_xcds), graph=graph)
-            row[m] = flops / ms / 1e9
+    row = {"B": b, "H_q": hq, "H_kv": hkv, "N": n, "D": d, "causal": causal, "timing": timing_note(graph, rounds)}
+    fns = {m: (lambda m=m: torch.ops.chiplet_fa.fwd(q, k, v, None, causal, m, num_xcds))
+           for m in MAPPINGS if m in columns}
     # SDPA gets K/V expanded to every query head before timing (its GQA path would expand inside).
     kx, vx = (t if hq == hkv else t.repeat_interleave(hq // hkv, 2) for t in (k, v))
     qt, kt, vt = (t.transpose(1, 2) for t in (q, kx, vx))
-    for name, backend in SDPA.items():
-        if name not in columns:
-            continue
-        try:
-            with sdpa_kernel(backend):
-                fn = lambda: F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal)  # noqa: E731
-                row[name] = flops / time_ms(fn, graph=graph) / 1e9
-        except RuntimeError:
-            row[name] = None  # backend does not support this shape
+
+    def sdpa(backend):
+        with sdpa_kernel(backend):
+            return F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal)
+
+    fns.update({name: (lambda b=backend: sdpa(b)) for name, backend in SDPA.items() if name in columns})
+    # A backend that does not support the shape times as None.
+    for name, ms in time_in_turns(fns, graph, rounds).items():
+        row[name] = None if ms is None else flops / ms / 1e9
     return row
 
 
@@ -125,7 +123,7 @@ def main():
     rows = []
     bar = tqdm(total=len(shapes), unit="shape") if tqdm else None
     for i, (shape, causal) in enumerate(shapes):
-        rows.append(run_shape(*shape, causal, args.num_xcds, columns, args.timing == "graph"))
+        rows.append(run_shape(*shape, causal, args.num_xcds, columns, args.timing == "graph", args.rounds))
         r = rows[-1]
         line = (f"{shape} causal={causal}: head_first {r['head_first']:.0f}, block_first "
                 f"{fmt(r.get('block_first'))}, flash {fmt(r.get('sdpa_flash'))}, cudnn {fmt(r.get('sdpa_cudnn'))}")

@@ -17,33 +17,108 @@ def time_ms(fn, min_total_ms: float = 300.0, max_reps: int = 50, graph: bool = F
     GRAPH_MIN_MS is captured in a CUDA graph and the graph's replays are timed: a call of tens of
     microseconds is then timed without the host's launch work, which otherwise moves it by ~10%
     between repeats. Longer calls hide that work and are timed singly."""
-    gpu = torch.cuda.is_available()
-    fn()
-    if gpu:
-        torch.cuda.synchronize()
-    if gpu and graph:
-        first = _median_ms(fn, True, 0.0, 1)
-        if first < GRAPH_MIN_MS:
+    with _Timer(fn, graph) as timer:
+        return timer.ms(min_total_ms, max_reps)
+
+
+def time_in_turns(fns, graph: bool = False, rounds: int = 5, total_ms: float = 300.0) -> dict:
+    """{name: median milliseconds a call} of fns ({name: fn, or None for a backend that does not
+    run}), timed in turns: each of the rounds times every fn for about total_ms / rounds (one call
+    at least), and a fn's time is the median of its rounds' medians. A GPU at its power limit moves
+    its clock with load and temperature (the H200 at its 700 W cap ran between 1.4 and 2.0 GHz
+    from one second to the next of a sweep), so fns timed one after another meet different clocks
+    and a ratio between them moves by several percent between processes; in turns they meet the
+    same ones. A fn that raises RuntimeError on its first call (a backend that rejects the shape)
+    times as None."""
+    timers = {}
+    try:
+        for name, fn in fns.items():
             try:
-                return _graph_ms(fn, first, min_total_ms, max_reps)
-            except RuntimeError as err:  # a call that cannot be captured: say so, time it singly
-                torch.cuda.synchronize()
-                print(f"time_ms: CUDA-graph capture failed, timed as single calls: {err}",
-                      file=sys.stderr, flush=True)
-    return _median_ms(fn, gpu, min_total_ms, max_reps)
+                timers[name] = _Timer(fn, graph) if fn is not None else None
+            except RuntimeError:
+                timers[name] = None
+        rounds_ms = {name: [] for name, t in timers.items() if t is not None}
+        round_ms = total_ms / rounds
+        for _ in range(rounds):
+            for name, times in rounds_ms.items():
+                times.append(timers[name].ms(round_ms, min_reps=1))
+        return {name: statistics.median(rounds_ms[name]) if t is not None else None for name, t in timers.items()}
+    finally:
+        for t in timers.values():
+            if t is not None:
+                t.close()
+
+
+class _Timer:
+    """fn made ready for repeated timing: warmed up, and captured in a CUDA graph of enough calls
+    to fill GRAPH_MIN_MS where graph=True and a call is shorter (GPU only). The capture runs on the
+    current stream unless that is the default one (which cannot be captured): autograd runs a
+    backward on its forward's stream, so a benchmark that keeps a forward for repeated backwards
+    makes it on a side stream of its own, and the capture follows it there. close() frees the
+    graph's private memory pool."""
+
+    def __init__(self, fn, graph):
+        self.gpu = torch.cuda.is_available()
+        self.fn, self.calls, self.graph = fn, 1, None
+        fn()
+        if not self.gpu:
+            return
+        torch.cuda.synchronize()
+        if graph:
+            first = _median_ms(fn, True, 0.0, 1)
+            if first < GRAPH_MIN_MS:
+                try:
+                    self._capture(max(1, min(256, math.ceil(GRAPH_MIN_MS / max(first, 1e-3)))))
+                except RuntimeError as err:  # a call that cannot be captured: say so, time it singly
+                    torch.cuda.synchronize()
+                    print(f"time_ms: CUDA-graph capture failed, timed as single calls: {err}",
+                          file=sys.stderr, flush=True)
+
+    def _capture(self, calls):
+        current = torch.cuda.current_stream()
+        stream = current if current != torch.cuda.default_stream() else torch.cuda.Stream()
+        stream.wait_stream(current)
+        with torch.cuda.stream(stream):  # first-call work (workspaces, plans) stays out of the capture
+            self.fn()
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g, stream=stream):
+            for _ in range(calls):
+                self.fn()
+        current.wait_stream(stream)
+        g.replay()
+        self.graph, self.calls = g, calls
+
+    def ms(self, min_total_ms, max_reps=50, min_reps=3):
+        run = self.graph.replay if self.graph is not None else self.fn
+        return _median_ms(run, self.gpu, min_total_ms, max_reps, self.calls, min_reps)
+
+    def close(self):
+        if self.graph is not None:
+            self.graph = None
+            torch.cuda.synchronize()
+            torch.cuda.empty_cache()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
 
 
 def add_timing_argument(ap):
-    """--timing, time_ms's graph argument as `args.timing == "graph"`."""
+    """--timing, time_ms's graph argument as `args.timing == "graph"`, and --rounds (time_in_turns)."""
     ap.add_argument("--timing", choices=["graph", "eager"], default="graph",
                     help=f"graph: calls under {GRAPH_MIN_MS:g} ms timed as replays of a CUDA graph of "
                          "them (no launch work), longer ones singly; eager: every call singly between "
                          "events (with the host's launch work)")
+    ap.add_argument("--rounds", type=int, default=5,
+                    help="a shape's columns timed in this many turns (time_in_turns); 1: one column "
+                         "after another, each for 300 ms (the tables before 2026-12-04's thirteenth session)")
 
 
-def _median_ms(fn, gpu, min_total_ms, max_reps, calls=1):
+def _median_ms(fn, gpu, min_total_ms, max_reps, calls=1, min_reps=3):
     times = []
-    while len(times) < max_reps and (len(times) < 3 or sum(times) < min_total_ms):
+    while len(times) < max_reps and (len(times) < min_reps or sum(times) < min_total_ms):
         if not gpu:
             start = time.perf_counter()
             fn()
@@ -60,34 +135,11 @@ def _median_ms(fn, gpu, min_total_ms, max_reps, calls=1):
 
 # A call or a replay of at least this long hides the host's launch work.
 GRAPH_MIN_MS = 2.0
-# How a table names the timing (time_ms's graph argument).
-TIMING = {True: f"of CUDA-graph replays below {GRAPH_MIN_MS:g} ms a call, of single calls above",
-          False: "of single calls"}
-
-
-def _graph_ms(fn, eager_ms, min_total_ms, max_reps):
-    """Milliseconds per call of fn from replays of one graph holding enough calls (eager_ms each)
-    to fill GRAPH_MIN_MS. The capture runs on the current stream unless that is the default one
-    (which cannot be captured): autograd runs a backward on its forward's stream, so a benchmark
-    that keeps a forward for repeated backwards makes it on a side stream of its own, and the
-    capture follows it there. The graph's private memory pool is freed before returning."""
-    calls = max(1, min(256, math.ceil(GRAPH_MIN_MS / max(eager_ms, 1e-3))))
-    current = torch.cuda.current_stream()
-    stream = current if current != torch.cuda.default_stream() else torch.cuda.Stream()
-    stream.wait_stream(current)
-    with torch.cuda.stream(stream):  # first-call work (workspaces, plans) stays out of the capture
-        fn()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g, stream=stream):
-        for _ in range(calls):
-            fn()
-    current.wait_stream(stream)
-    g.replay()
-    ms = _median_ms(g.replay, True, min_total_ms, max_reps, calls)
-    del g
-    torch.cuda.synchronize()
-    torch.cuda.empty_cache()
-    return ms
+def timing_note(graph: bool, rounds: int = 1) -> str:
+    """How a table names its timing (time_ms's graph argument, time_in_turns' rounds)."""
+    calls = (f"of CUDA-graph replays below {GRAPH_MIN_MS:g} ms a call, of single calls above" if graph
+             else "of single calls")
+    return calls + (f", the columns timed in {rounds} turns" if rounds > 1 else "")
 
 
 def attention_flops(batch, heads, seqlen_q, seqlen_k, head_dim, causal):

@@ -1,0 +1,42 @@
+"""bench/timing.py's turns (time_in_turns) on the CPU, where it times by the wall clock: what is
+called in which order, not how long anything takes."""
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+spec = importlib.util.spec_from_file_location("timing", ROOT / "bench" / "timing.py")
+timing = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(timing)
+
+pytestmark = pytest.mark.skipif(timing.torch.cuda.is_available(), reason="the wall-clock path (no GPU)")
+
+
+def recorder(log, name):
+    return lambda: log.append(name)
+
+
+def test_columns_are_timed_in_turns():
+    log = []
+    times = timing.time_in_turns({"ours": recorder(log, "ours"), "peer": recorder(log, "peer")},
+                                 rounds=3, total_ms=0.0)
+    assert set(times) == {"ours", "peer"} and all(t >= 0 for t in times.values())
+    # One warm-up each, then every round times each column once (total_ms 0: one call a round).
+    assert log == ["ours", "peer"] + ["ours", "peer"] * 3
+
+
+def test_a_backend_that_rejects_the_shape_times_as_none():
+    def rejects():
+        raise RuntimeError("no kernel for this shape")
+
+    log = []
+    times = timing.time_in_turns({"ours": recorder(log, "ours"), "rejects": rejects, "absent": None},
+                                 rounds=2, total_ms=0.0)
+    assert times["rejects"] is None and times["absent"] is None and times["ours"] is not None
+    assert log == ["ours"] * 3
+
+
+def test_timing_note_names_the_turns():
+    assert "turns" not in timing.timing_note(True, 1)
+    assert "5 turns" in timing.timing_note(False, 5)
