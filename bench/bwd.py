@@ -40,7 +40,7 @@ def tflops(flops, ms):
     return None if ms is None else flops / ms / 1e9
 
 
-def run_shape(b, hq, hkv, n, d, causal, num_xcds, mappings=MAPPINGS, graph=True, rounds=5):
+def run_shape(b, hq, hkv, n, d, causal, num_xcds, mappings=MAPPINGS, graph=True, rounds=1):
     gen = torch.Generator(device="cuda").manual_seed(0)
     q, k, v = (torch.randn(b, n, h, d, device="cuda", dtype=torch.bfloat16, generator=gen)
                for h in (hq, hkv, hkv))

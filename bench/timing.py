@@ -21,27 +21,38 @@ def time_ms(fn, min_total_ms: float = 300.0, max_reps: int = 50, graph: bool = F
         return timer.ms(min_total_ms, max_reps)
 
 
-def time_in_turns(fns, graph: bool = False, rounds: int = 5, total_ms: float = 300.0) -> dict:
+def time_in_turns(fns, graph: bool = False, rounds: int = 1, total_ms: float = 300.0) -> dict:
     """{name: median milliseconds a call} of fns ({name: fn, or None for a backend that does not
-    run}), timed in turns: each of the rounds times every fn for about total_ms / rounds (one call
-    at least), and a fn's time is the median of its rounds' medians. A GPU at its power limit moves
-    its clock with load and temperature (the H200 at its 700 W cap ran between 1.4 and 2.0 GHz
-    from one second to the next of a sweep), so fns timed one after another meet different clocks
-    and a ratio between them moves by several percent between processes; in turns they meet the
-    same ones. A fn that raises RuntimeError on its first call (a backend that rejects the shape)
-    times as None."""
+    run}, in the order given). rounds = 1 (the tables' method): each fn timed for total_ms, one
+    after another, as by time_ms. More rounds: each round times every fn for about total_ms /
+    rounds (one call at least), and a fn's time is the median of its rounds' medians. Why turns:
+    the H200 runs these kernels at its 700 W cap, where the clock moved between 1.4 and 2.0 GHz
+    from one second to the next of a sweep, so a fn timed after another meets the clock its
+    predecessor left; 60 ms turns did not remove that (bench/NOTES.md, timing at the power cap).
+    A fn that raises RuntimeError on its first call (a backend that rejects the shape) times as
+    None."""
+    def prepared(fn):
+        try:
+            return _Timer(fn, graph) if fn is not None else None
+        except RuntimeError:
+            return None
+
+    if rounds <= 1:  # one after another, each warmed up just before it is timed (time_ms)
+        times = {}
+        for name, fn in fns.items():
+            timer = prepared(fn)
+            times[name] = None if timer is None else timer.ms(total_ms)
+            if timer is not None:
+                timer.close()
+        return times
     timers = {}
     try:
         for name, fn in fns.items():
-            try:
-                timers[name] = _Timer(fn, graph) if fn is not None else None
-            except RuntimeError:
-                timers[name] = None
+            timers[name] = prepared(fn)
         rounds_ms = {name: [] for name, t in timers.items() if t is not None}
-        round_ms = total_ms / rounds
         for _ in range(rounds):
             for name, times in rounds_ms.items():
-                times.append(timers[name].ms(round_ms, min_reps=1))
+                times.append(timers[name].ms(total_ms / rounds, min_reps=1))
         return {name: statistics.median(rounds_ms[name]) if t is not None else None for name, t in timers.items()}
     finally:
         for t in timers.values():
@@ -111,9 +122,10 @@ def add_timing_argument(ap):
                     help=f"graph: calls under {GRAPH_MIN_MS:g} ms timed as replays of a CUDA graph of "
                          "them (no launch work), longer ones singly; eager: every call singly between "
                          "events (with the host's launch work)")
-    ap.add_argument("--rounds", type=int, default=5,
-                    help="a shape's columns timed in this many turns (time_in_turns); 1: one column "
-                         "after another, each for 300 ms (the tables before 2026-12-04's thirteenth session)")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="a shape's columns timed in this many turns (time_in_turns); 1 (default): one "
+                         "column after another, each for 300 ms. In 60 ms turns (5) a column's time "
+                         "carried its predecessor's clock: see bench/NOTES.md, timing at the power cap")
 
 
 def _median_ms(fn, gpu, min_total_ms, max_reps, calls=1, min_reps=3):

@@ -26,15 +26,24 @@ def test_columns_are_timed_in_turns():
     assert log == ["ours", "peer"] + ["ours", "peer"] * 3
 
 
+def test_one_round_times_each_column_after_its_own_warm_up():
+    log = []
+    timing.time_in_turns({"ours": recorder(log, "ours"), "peer": recorder(log, "peer")}, total_ms=0.0)
+    # The tables' method: warm-up, then at least three timed calls, column by column.
+    assert log == ["ours"] * 4 + ["peer"] * 4
+
+
 def test_a_backend_that_rejects_the_shape_times_as_none():
     def rejects():
         raise RuntimeError("no kernel for this shape")
 
     log = []
-    times = timing.time_in_turns({"ours": recorder(log, "ours"), "rejects": rejects, "absent": None},
-                                 rounds=2, total_ms=0.0)
-    assert times["rejects"] is None and times["absent"] is None and times["ours"] is not None
-    assert log == ["ours"] * 3
+    for rounds in (1, 2):
+        log.clear()
+        times = timing.time_in_turns({"ours": recorder(log, "ours"), "rejects": rejects, "absent": None},
+                                     rounds=rounds, total_ms=0.0)
+        assert times["rejects"] is None and times["absent"] is None and times["ours"] is not None
+        assert log == ["ours"] * (4 if rounds == 1 else 3)
 
 
 def test_timing_note_names_the_turns():
