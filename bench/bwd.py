@@ -20,7 +20,8 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from timing import add_timing_argument, attention_flops, fmt, save_results, time_in_turns, timing_note  # noqa: E402
+from timing import (add_timing_argument, attention_flops, fmt, save_results, time_in_turns,  # noqa: E402
+                    timing_note, timing_options)
 
 import chiplet_fa  # noqa: E402,F401  (registers the operators)
 
@@ -40,13 +41,13 @@ def tflops(flops, ms):
     return None if ms is None else flops / ms / 1e9
 
 
-def run_shape(b, hq, hkv, n, d, causal, num_xcds, mappings=MAPPINGS, graph=True, rounds=1):
+def run_shape(b, hq, hkv, n, d, causal, num_xcds, mappings, timing):
     gen = torch.Generator(device="cuda").manual_seed(0)
     q, k, v = (torch.randn(b, n, h, d, device="cuda", dtype=torch.bfloat16, generator=gen)
                for h in (hq, hkv, hkv))
     dout = torch.randn(b, n, hq, d, device="cuda", dtype=torch.bfloat16, generator=gen)
     fwd_flops = attention_flops(b, hq, n, n, d, causal)
-    row = {"B": b, "H_q": hq, "H_kv": hkv, "N": n, "D": d, "causal": causal, "timing": timing_note(graph, rounds)}
+    row = {"B": b, "H_q": hq, "H_kv": hkv, "N": n, "D": d, "causal": causal, "timing": timing_note(**timing)}
     ops = torch.ops.chiplet_fa
 
     def bwd(m, deterministic=False):
@@ -76,7 +77,7 @@ def run_shape(b, hq, hkv, n, d, causal, num_xcds, mappings=MAPPINGS, graph=True,
             continue
         fns[f"{name}_bwd"] = lambda kept=kept: torch.autograd.grad(kept, leaves, dout_t, retain_graph=True)
         fns[f"{name}_fwdbwd"] = lambda fwd=fwd: torch.autograd.grad(fwd(), leaves, dout_t)
-    for key, ms in time_in_turns(fns, graph, rounds).items():
+    for key, ms in time_in_turns(fns, **timing).items():
         row[key] = tflops((BWD_FACTOR if key.endswith("_bwd") else FWD_BWD_FACTOR) * fwd_flops, ms)
     return row
 
@@ -131,7 +132,7 @@ def main():
     stream = torch.cuda.Stream()
     for i, (shape, causal) in enumerate(shapes):
         with torch.cuda.stream(stream):
-            rows.append(run_shape(*shape, causal, args.num_xcds, mappings, args.timing == "graph", args.rounds))
+            rows.append(run_shape(*shape, causal, args.num_xcds, mappings, timing_options(args)))
         r = rows[-1]
         print(f"[{i + 1}/{len(shapes)}] {shape} causal={causal}: bwd "
               + ", ".join(f"{m} {r[f'{m}_bwd']:.0f}" for m in mappings)

@@ -14,7 +14,8 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from timing import add_timing_argument, attention_flops, fmt, save_results, time_in_turns, timing_note  # noqa: E402
+from timing import (add_timing_argument, attention_flops, fmt, save_results, time_in_turns,  # noqa: E402
+                    timing_note, timing_options)
 
 import chiplet_fa  # noqa: E402
 
@@ -40,13 +41,13 @@ QUICK = [((1, 128, 128, 8192, 128), BOTH), ((1, 64, 8, 8192, 128), CAUSAL), ((1,
 COLUMNS = ("block_first", "head_first", "sdpa_flash", "sdpa_cudnn")
 
 
-def run_shape(b, hq, hkv, n, d, causal, num_xcds, columns, graph, rounds):
+def run_shape(b, hq, hkv, n, d, causal, num_xcds, columns, timing):
     gen = torch.Generator(device="cuda").manual_seed(0)
     q = torch.randn(b, n, hq, d, device="cuda", dtype=torch.bfloat16, generator=gen)
     k = torch.randn(b, n, hkv, d, device="cuda", dtype=torch.bfloat16, generator=gen)
     v = torch.randn(b, n, hkv, d, device="cuda", dtype=torch.bfloat16, generator=gen)
     flops = attention_flops(b, hq, n, n, d, causal)
-    row = {"B": b, "H_q": hq, "H_kv": hkv, "N": n, "D": d, "causal": causal, "timing": timing_note(graph, rounds)}
+    row = {"B": b, "H_q": hq, "H_kv": hkv, "N": n, "D": d, "causal": causal, "timing": timing_note(**timing)}
     fns = {m: (lambda m=m: torch.ops.chiplet_fa.fwd(q, k, v, None, causal, m, num_xcds))
            for m in MAPPINGS if m in columns}
     # SDPA gets K/V expanded to every query head before timing (its GQA path would expand inside).
@@ -59,7 +60,7 @@ def run_shape(b, hq, hkv, n, d, causal, num_xcds, columns, graph, rounds):
 
     fns.update({name: (lambda b=backend: sdpa(b)) for name, backend in SDPA.items() if name in columns})
     # A backend that does not support the shape times as None.
-    for name, ms in time_in_turns(fns, graph, rounds).items():
+    for name, ms in time_in_turns(fns, **timing).items():
         row[name] = None if ms is None else flops / ms / 1e9
     return row
 
@@ -123,7 +124,7 @@ def main():
     rows = []
     bar = tqdm(total=len(shapes), unit="shape") if tqdm else None
     for i, (shape, causal) in enumerate(shapes):
-        rows.append(run_shape(*shape, causal, args.num_xcds, columns, args.timing == "graph", args.rounds))
+        rows.append(run_shape(*shape, causal, args.num_xcds, columns, timing_options(args)))
         r = rows[-1]
         line = (f"{shape} causal={causal}: head_first {r['head_first']:.0f}, block_first "
                 f"{fmt(r.get('block_first'))}, flash {fmt(r.get('sdpa_flash'))}, cudnn {fmt(r.get('sdpa_cudnn'))}")

@@ -21,7 +21,8 @@ def time_ms(fn, min_total_ms: float = 300.0, max_reps: int = 50, graph: bool = F
         return timer.ms(min_total_ms, max_reps)
 
 
-def time_in_turns(fns, graph: bool = False, rounds: int = 1, total_ms: float = 300.0) -> dict:
+def time_in_turns(fns, graph: bool = False, rounds: int = 1, total_ms: float = 300.0,
+                  settle_ms: float = 0.0) -> dict:
     """{name: median milliseconds a call} of fns ({name: fn, or None for a backend that does not
     run}, in the order given). rounds = 1 (the tables' method): each fn timed for total_ms, one
     after another, as by time_ms. More rounds: each round times every fn for about total_ms /
@@ -29,8 +30,9 @@ def time_in_turns(fns, graph: bool = False, rounds: int = 1, total_ms: float = 3
     the H200 runs these kernels at its 700 W cap, where the clock moved between 1.4 and 2.0 GHz
     from one second to the next of a sweep, so a fn timed after another meets the clock its
     predecessor left; 60 ms turns did not remove that (bench/NOTES.md, timing at the power cap).
-    A fn that raises RuntimeError on its first call (a backend that rejects the shape) times as
-    None."""
+    settle_ms > 0 runs a fn that long, untimed, right before each of its timings, so that it is
+    timed at the clock its own load sets. A fn that raises RuntimeError on its first call (a
+    backend that rejects the shape) times as None."""
     def prepared(fn):
         try:
             return _Timer(fn, graph) if fn is not None else None
@@ -41,7 +43,7 @@ def time_in_turns(fns, graph: bool = False, rounds: int = 1, total_ms: float = 3
         times = {}
         for name, fn in fns.items():
             timer = prepared(fn)
-            times[name] = None if timer is None else timer.ms(total_ms)
+            times[name] = None if timer is None else timer.ms(total_ms, settle_ms=settle_ms)
             if timer is not None:
                 timer.close()
         return times
@@ -52,7 +54,7 @@ def time_in_turns(fns, graph: bool = False, rounds: int = 1, total_ms: float = 3
         rounds_ms = {name: [] for name, t in timers.items() if t is not None}
         for _ in range(rounds):
             for name, times in rounds_ms.items():
-                times.append(timers[name].ms(total_ms / rounds, min_reps=1))
+                times.append(timers[name].ms(total_ms / rounds, min_reps=1, settle_ms=settle_ms))
         return {name: statistics.median(rounds_ms[name]) if t is not None else None for name, t in timers.items()}
     finally:
         for t in timers.values():
@@ -99,8 +101,10 @@ class _Timer:
         g.replay()
         self.graph, self.calls = g, calls
 
-    def ms(self, min_total_ms, max_reps=50, min_reps=3):
+    def ms(self, min_total_ms, max_reps=50, min_reps=3, settle_ms=0.0):
         run = self.graph.replay if self.graph is not None else self.fn
+        if settle_ms > 0:  # untimed: calls until settle_ms have passed
+            _median_ms(run, self.gpu, settle_ms, 1 << 30, self.calls, min_reps=1)
         return _median_ms(run, self.gpu, min_total_ms, max_reps, self.calls, min_reps)
 
     def close(self):
@@ -117,7 +121,8 @@ class _Timer:
 
 
 def add_timing_argument(ap):
-    """--timing, time_ms's graph argument as `args.timing == "graph"`, and --rounds (time_in_turns)."""
+    """--timing (graph or eager calls), --rounds and --settle-ms: time_in_turns' keyword
+    arguments, which timing_options(args) gives."""
     ap.add_argument("--timing", choices=["graph", "eager"], default="graph",
                     help=f"graph: calls under {GRAPH_MIN_MS:g} ms timed as replays of a CUDA graph of "
                          "them (no launch work), longer ones singly; eager: every call singly between "
@@ -126,6 +131,14 @@ def add_timing_argument(ap):
                     help="a shape's columns timed in this many turns (time_in_turns); 1 (default): one "
                          "column after another, each for 300 ms. In 60 ms turns (5) a column's time "
                          "carried its predecessor's clock: see bench/NOTES.md, timing at the power cap")
+    ap.add_argument("--settle-ms", type=float, default=0.0,
+                    help="run each column this long, untimed, right before each of its timings, so that "
+                         "it is timed at the clock its own load sets (the H200 runs at its power cap)")
+
+
+def timing_options(args) -> dict:
+    """time_in_turns' (and timing_note's) keyword arguments from add_timing_argument's options."""
+    return {"graph": args.timing == "graph", "rounds": args.rounds, "settle_ms": args.settle_ms}
 
 
 def _median_ms(fn, gpu, min_total_ms, max_reps, calls=1, min_reps=3):
@@ -147,11 +160,12 @@ def _median_ms(fn, gpu, min_total_ms, max_reps, calls=1, min_reps=3):
 
 # A call or a replay of at least this long hides the host's launch work.
 GRAPH_MIN_MS = 2.0
-def timing_note(graph: bool, rounds: int = 1) -> str:
-    """How a table names its timing (time_ms's graph argument, time_in_turns' rounds)."""
+def timing_note(graph: bool, rounds: int = 1, settle_ms: float = 0.0) -> str:
+    """How a table names its timing (time_ms's graph argument, time_in_turns' rounds and settle_ms)."""
     calls = (f"of CUDA-graph replays below {GRAPH_MIN_MS:g} ms a call, of single calls above" if graph
              else "of single calls")
-    return calls + (f", the columns timed in {rounds} turns" if rounds > 1 else "")
+    return (calls + (f", the columns timed in {rounds} turns" if rounds > 1 else "")
+            + (f", each after {settle_ms:g} ms of its own calls" if settle_ms > 0 else ""))
 
 
 def attention_flops(batch, heads, seqlen_q, seqlen_k, head_dim, causal):

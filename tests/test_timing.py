@@ -49,3 +49,20 @@ def test_a_backend_that_rejects_the_shape_times_as_none():
 def test_timing_note_names_the_turns():
     assert "turns" not in timing.timing_note(True, 1)
     assert "5 turns" in timing.timing_note(False, 5)
+
+
+def test_settling_runs_the_column_untimed_before_its_timing():
+    log = []
+    timing.time_in_turns({"ours": recorder(log, "ours")}, total_ms=0.0, settle_ms=1e-9)
+    # Warm-up, one settling call (its time passes 1e-9 ms), then the three timed calls.
+    assert log == ["ours"] * 5
+    assert "of its own calls" in timing.timing_note(False, 1, 1000.0)
+
+
+def test_options_from_the_command_line():
+    import argparse
+    ap = argparse.ArgumentParser()
+    timing.add_timing_argument(ap)
+    opts = timing.timing_options(ap.parse_args(["--rounds", "3", "--settle-ms", "500"]))
+    assert opts == {"graph": True, "rounds": 3, "settle_ms": 500.0}
+    assert timing.timing_options(ap.parse_args([])) == {"graph": True, "rounds": 1, "settle_ms": 0.0}
