@@ -58,8 +58,13 @@ def run_shape(b, hq, hkv, n, d, causal, num_xcds, columns, timing):
         with sdpa_kernel(backend):
             return F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal)
 
-    fns.update({name: (lambda b=backend: sdpa(b)) for name, backend in SDPA.items() if name in columns})
-    # A backend that does not support the shape times as None.
+    for name, backend in SDPA.items():
+        if name in columns:
+            try:
+                sdpa(backend)
+                fns[name] = lambda b=backend: sdpa(b)
+            except RuntimeError:  # backend does not support this shape
+                fns[name] = None
     for name, ms in time_in_turns(fns, **timing).items():
         row[name] = None if ms is None else flops / ms / 1e9
     return row

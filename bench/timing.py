@@ -31,13 +31,9 @@ def time_in_turns(fns, graph: bool = False, rounds: int = 1, total_ms: float = 3
     from one second to the next of a sweep, so a fn timed after another meets the clock its
     predecessor left; 60 ms turns did not remove that (bench/NOTES.md, timing at the power cap).
     settle_ms > 0 runs a fn that long, untimed, right before each of its timings, so that it is
-    timed at the clock its own load sets. A fn that raises RuntimeError on its first call (a
-    backend that rejects the shape) times as None."""
+    timed at the clock its own load sets. A None fn times as None."""
     def prepared(fn):
-        try:
-            return _Timer(fn, graph) if fn is not None else None
-        except RuntimeError:
-            return None
+        return _Timer(fn, graph) if fn is not None else None
 
     if rounds <= 1:  # one after another, each warmed up just before it is timed (time_ms)
         times = {}
