@@ -11,14 +11,15 @@ from pathlib import Path
 import torch
 
 
-def time_ms(fn, min_total_ms: float = 300.0, max_reps: int = 50, graph: bool = False) -> float:
+def time_ms(fn, min_total_ms: float = 300.0, max_reps: int = 50, graph: bool = False,
+            settle_ms: float = 0.0) -> float:
     """Median milliseconds of fn() after one warm-up, repeating until min_total_ms elapses (CUDA
     events on a GPU, the wall clock without one). With graph=True (GPU only) a call shorter than
     GRAPH_MIN_MS is captured in a CUDA graph and the graph's replays are timed: a call of tens of
     microseconds is then timed without the host's launch work, which otherwise moves it by ~10%
-    between repeats. Longer calls hide that work and are timed singly."""
+    between repeats. Longer calls hide that work and are timed singly. settle_ms: as time_in_turns'."""
     with _Timer(fn, graph) as timer:
-        return timer.ms(min_total_ms, max_reps)
+        return timer.ms(min_total_ms, max_reps, settle_ms=settle_ms)
 
 
 def time_in_turns(fns, graph: bool = False, rounds: int = 1, total_ms: float = 300.0,
@@ -32,21 +33,13 @@ def time_in_turns(fns, graph: bool = False, rounds: int = 1, total_ms: float = 3
     predecessor left; 60 ms turns did not remove that (bench/NOTES.md, timing at the power cap).
     settle_ms > 0 runs a fn that long, untimed, right before each of its timings, so that it is
     timed at the clock its own load sets. A None fn times as None."""
-    def prepared(fn):
-        return _Timer(fn, graph) if fn is not None else None
-
-    if rounds <= 1:  # one after another, each warmed up just before it is timed (time_ms)
-        times = {}
-        for name, fn in fns.items():
-            timer = prepared(fn)
-            times[name] = None if timer is None else timer.ms(total_ms, settle_ms=settle_ms)
-            if timer is not None:
-                timer.close()
-        return times
+    if rounds <= 1:  # one after another, each warmed up just before it is timed
+        return {name: None if fn is None else time_ms(fn, total_ms, graph=graph, settle_ms=settle_ms)
+                for name, fn in fns.items()}
     timers = {}
     try:
         for name, fn in fns.items():
-            timers[name] = prepared(fn)
+            timers[name] = _Timer(fn, graph) if fn is not None else None
         rounds_ms = {name: [] for name, t in timers.items() if t is not None}
         for _ in range(rounds):
             for name, times in rounds_ms.items():
