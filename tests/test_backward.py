@@ -291,6 +291,23 @@ def test_deterministic_dq_on_a_grid_past_the_resident_workgroups(mask, d, q_head
 
 @needs_cuda
 @pytest.mark.gpu
+@pytest.mark.parametrize("lens", [None, [300, 1, 517, 64]])
+@pytest.mark.parametrize("deterministic", [False, True])
+def test_dq_accumulator_starts_from_zero(lens, deterministic):
+    # dq_accum is allocated uninitialised and cleared by the preprocess (dense) or the binding
+    # (packed): blocks of its size left full of NaN in torch's caching allocator, where it is
+    # then allocated, must not reach dQ.
+    inputs, grads = deterministic_dq_case(700, 900, 4, 2, 128, "causal", lens, seed=3)
+    want = grads(deterministic)
+    poison = [torch.full((inputs[0].numel(),), float("nan"), device="cuda") for _ in range(6)]
+    del poison
+    for a, b in zip(grads(deterministic), want):
+        assert torch.isfinite(a).all()
+        torch.testing.assert_close(a, b, rtol=2e-2, atol=2e-2)
+
+
+@needs_cuda
+@pytest.mark.gpu
 @pytest.mark.parametrize("mask, lens", [("causal", None), ("window", None), ("causal", [3000, 1, 4096, 700])])
 def test_gqa_group_split_over_workgroups(mask, lens):
     # Under a mask with G x N x D x 8 bytes over 25 MB (here 8 x 4096 x 128), sm90's atomic

@@ -214,6 +214,7 @@ BwdResult bwd_cpu(const BwdArgs& args) {
 #endif
   BwdTensors t;
   BwdParams p = prepare_bwd(args, kCpuBlockM, kCpuBlockN, 1, detect_num_xcds(args.q.device()), t);
+  t.dq_accum.zero_();
   RaggedGrid q_grid(p.cu_seqlens_q, p.batch, kCpuBlockM), k_grid(p.cu_seqlens_k, p.batch, kCpuBlockN);
   p.block_offsets = q_grid.offsets();
   p.kv_block_offsets = k_grid.offsets();

@@ -83,8 +83,10 @@ struct BwdDqConfig {
 // order, each reading 16-byte pieces of O and dO: a warp reads whole sectors of neighbouring heads
 // (one thread a row, reading 2 bytes at a time, had run at a quarter of the DRAM rate). D =
 // rowsum(dO * O) and lse_log2 (see BwdParams), padding rows D = 0 and lse_log2 = +inf; with
-// fixed-point dQ also the row's dq_scale. Launched with enough lanes for the longest sequence; no
-// lane leaves before the group's sums.
+// fixed-point dQ also the row's dq_scale. In a dense batch the lanes also clear the row's dq_accum
+// (4-byte float or int32 units), which saves the binding a fill over it (a packed batch's rows past
+// its last sequence are no lane's: the binding clears that one). Launched with enough lanes for the
+// longest sequence; no lane leaves before the group's sums.
 constexpr int kPreprocessLanes = 8;
 template <typename T>
 struct PreprocessLane {
@@ -125,8 +127,13 @@ CFA_GLOBAL void bwd_preprocess_kernel(const BwdParams p) {
     const int64_t row = at.s.q_start + at.i;
     const T* o = static_cast<const T*>(p.out) + at.b * p.o_batch_stride + row * p.o_row_stride + at.h * p.o_head_stride;
     const T* d = static_cast<const T*>(p.dout) + at.b * p.do_batch_stride + row * p.do_row_stride + at.h * p.do_head_stride;
+    float4* acc = p.cu_seqlens_q ? nullptr
+                                 : reinterpret_cast<float4*>(static_cast<float*>(p.dq_accum) + p.dq_offset(at.b, at.s, at.i, at.h));
     for (int c = at.part * Lane::kPiece; c < p.head_dim; c += kPreprocessLanes * Lane::kPiece) {
       const Piece x = *reinterpret_cast<const Piece*>(o + c), y = *reinterpret_cast<const Piece*>(d + c);
+      if (acc)
+#pragma unroll
+        for (int e = 0; e < Lane::kPiece / 4; ++e) acc[c / 4 + e] = make_float4(0.f, 0.f, 0.f, 0.f);
 #pragma unroll
       for (int e = 0; e < Lane::kPiece; ++e) {
         sum += float(x.e[e]) * float(y.e[e]);

@@ -27,7 +27,9 @@ struct BwdArgs {
 // Gradients and the accumulator-typed scratch the kernels write.
 struct BwdTensors {
   at::Tensor dk, dv;      // like k and v
-  at::Tensor dq_accum;    // zeros like q, contiguous, float (double for fp64 inputs; int32 for fixed-point dQ)
+  // Like q, contiguous, float (double for fp64 inputs; int32 for fixed-point dQ); uninitialised:
+  // the CPU path clears it, the GPU kernels' preprocess (dense) or their binding (packed).
+  at::Tensor dq_accum;
   at::Tensor softmax_d;   // one row per query row padded to blocks of row_pad (bwd_params.h)
 };
 

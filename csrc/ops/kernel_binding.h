@@ -183,7 +183,8 @@ inline BwdResult bwd_with_kernels(const BwdArgs& a, KernelFamily family, int det
   const bool padded = d8 != D;
   const at::Tensor dk = padded ? padded_like(a.k, d8) : t.dk;
   const at::Tensor dv = padded ? padded_like(a.v, d8) : t.dv;
-  const at::Tensor dq_accum = padded ? at::zeros_like(padded_like(t.dq_accum, d8)) : t.dq_accum;
+  const at::Tensor dq_accum = padded ? padded_like(t.dq_accum, d8) : t.dq_accum;
+  if (p.cu_seqlens_q) dq_accum.zero_();  // dense: the preprocess clears it (kernels/bwd_kernel.h)
   const at::Tensor lse_log2 = at::empty_like(t.softmax_d);
   p.lse_log2 = lse_log2.data_ptr<float>();
   point_at(p, qk, kk, vk, ok);
