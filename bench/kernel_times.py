@@ -3,8 +3,15 @@ goes besides its main kernel (fills, the backward's preprocess and dQ conversion
 the TFLOP/s tables of bwd.py and fwd.py cannot say.
 
   python bench/kernel_times.py --shapes 8,16,16,2048,64 --causal yes --out /tmp/r
+  python bench/kernel_times.py --shapes 8,16,16,2048,64 --causal yes --graph --settle-ms 1000 \
+      --mappings head_first block_first --calls fwd "cudnn fwd" --out /tmp/r
 Writes kernel_times_<gpu>.md and .json: for each shape and call, each kernel's mean time per call
-and its share of the call's summed kernel time.
+and its share of the call's summed kernel time. Eager by default (each call launched from the
+host); --graph profiles replays of a CUDA graph of the calls (bench/timing.py's capture, as fwd.py
+and bwd.py time them), back to back after --settle-ms of untimed replays, and adds the span a call
+takes from its first kernel's start to the next call's (kernels and the gaps between them): where
+fwd.py's TFLOP/s and the eager kernel times disagree, it says whether the kernel or what lies
+between kernels takes the difference.
 """
 import argparse
 import sys
@@ -17,29 +24,52 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.profiler import ProfilerActivity, profile
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from timing import save_results  # noqa: E402
+from timing import _Timer, save_results  # noqa: E402
 
 import chiplet_fa  # noqa: E402,F401  (registers the operators)
 
 CALLS = 20
 
 
-def kernel_times(fn):
-    """{kernel name: mean us per call} over CALLS calls after a warm-up."""
-    fn()
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(CALLS):
-            fn()
-        torch.cuda.synchronize()
+def per_call(kernels, calls):
+    """kernels: (name, start us, end us) of `calls` calls run back to back. Returns ({kernel name:
+    mean us per call}, the mean span of a call: first start to last end over all of them, / calls)."""
+    if not kernels:
+        raise RuntimeError("the profiler recorded no GPU kernel")
     total = defaultdict(float)
-    for e in prof.events():
-        if e.device_type == torch.autograd.DeviceType.CUDA:
-            total[e.name] += e.time_range.elapsed_us()
-    return {name: us / CALLS for name, us in total.items()}
+    for name, start, end in kernels:
+        total[name] += end - start
+    span = max(end for _, _, end in kernels) - min(start for _, start, _ in kernels)
+    return {name: us / calls for name, us in total.items()}, span / calls
 
 
-def calls(b, hq, hkv, n, d, causal):
+def profiled_kernels(run, runs):
+    """(name, start us, end us) of every GPU kernel of `runs` runs of `run`."""
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(runs):
+            run()
+        torch.cuda.synchronize()
+    return [(e.name, e.time_range.start, e.time_range.end) for e in prof.events()
+            if e.device_type == torch.autograd.DeviceType.CUDA]
+
+
+def kernel_times(fn, graph=False, settle_ms=0.0):
+    """per_call() of fn: CALLS eager calls after a warm-up, or (graph) replays of a CUDA graph of
+    calls, at least CALLS calls, after settle_ms of untimed replays."""
+    if not graph:
+        fn()
+        torch.cuda.synchronize()
+        return per_call(profiled_kernels(fn, CALLS), CALLS)
+    with _Timer(fn, graph=True) as timer:
+        if timer.graph is None:  # a call too long to capture, or one that cannot be: eager
+            return per_call(profiled_kernels(fn, CALLS), CALLS)
+        if settle_ms > 0:
+            timer.ms(0.0, min_reps=1, settle_ms=settle_ms)
+        replays = -(-CALLS // timer.calls)
+        return per_call(profiled_kernels(timer.graph.replay, replays), replays * timer.calls)
+
+
+def calls(b, hq, hkv, n, d, causal, mappings):
     gen = torch.Generator(device="cuda").manual_seed(0)
     q, k, v = (torch.randn(b, n, h, d, device="cuda", dtype=torch.bfloat16, generator=gen) for h in (hq, hkv, hkv))
     dout = torch.randn_like(q)
@@ -53,36 +83,50 @@ def calls(b, hq, hkv, n, d, causal):
         with sdpa_kernel(SDPBackend.CUDNN_ATTENTION), torch.no_grad():
             F.scaled_dot_product_attention(*leaves, is_causal=causal, enable_gqa=hq != hkv)
 
-    return {
-        "fwd": lambda: ops.fwd(q, k, v, None, causal, "head_first", -1),
-        "cudnn fwd": cudnn_fwd,
-        "bwd": lambda: ops.bwd(dout, q, k, v, out, lse, None, causal, "head_first", -1, False),
-        "bwd det": lambda: ops.bwd(dout, q, k, v, out, lse, None, causal, "head_first", -1, True),
-        "cudnn bwd": lambda: torch.autograd.grad(ref, leaves, dout.transpose(1, 2), retain_graph=True),
-    }
+    # head_first's calls keep their plain names (the earlier tables'); other mappings' are tagged.
+    tag = {m: "" if m == "head_first" else f" {m}" for m in mappings}
+    fns = {}
+    for m in mappings:
+        fns["fwd" + tag[m]] = lambda m=m: ops.fwd(q, k, v, None, causal, m, -1)
+    fns["cudnn fwd"] = cudnn_fwd
+    for m in mappings:
+        fns["bwd" + tag[m]] = lambda m=m: ops.bwd(dout, q, k, v, out, lse, None, causal, m, -1, False)
+        fns["bwd det" + tag[m]] = lambda m=m: ops.bwd(dout, q, k, v, out, lse, None, causal, m, -1, True)
+    fns["cudnn bwd"] = lambda: torch.autograd.grad(ref, leaves, dout.transpose(1, 2), retain_graph=True)
+    return fns
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--shapes", nargs="+", required=True, help="B,H_q,H_kv,N,D ...")
     ap.add_argument("--causal", choices=("no", "yes", "both"), default="both")
+    ap.add_argument("--mappings", nargs="+", default=["head_first"],
+                    choices=("block_first", "head_first", "swizzled_block_first", "swizzled_head_first"))
+    ap.add_argument("--calls", nargs="+", help="only these calls (fwd, cudnn fwd, bwd, bwd det, cudnn bwd; "
+                    "another mapping's with its name: \"fwd block_first\")")
+    ap.add_argument("--graph", action="store_true", help="profile CUDA-graph replays, back to back (see above)")
+    ap.add_argument("--settle-ms", type=float, default=0.0, help="with --graph: untimed replays first")
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
     rows, lines = [], []
     for shape in args.shapes:
         b, hq, hkv, n, d = (int(x) for x in shape.split(","))
         for causal in {"no": [False], "yes": [True], "both": [False, True]}[args.causal]:
-            for call, fn in calls(b, hq, hkv, n, d, causal).items():
-                times = kernel_times(fn)
+            for call, fn in calls(b, hq, hkv, n, d, causal, args.mappings).items():
+                if args.calls and call not in args.calls:
+                    continue
+                times, span = kernel_times(fn, args.graph, args.settle_ms)
                 total = sum(times.values())
-                lines.append(f"\n{b}x{hq}/{hkv} N={n} D={d} causal={causal} {call}: {total:.1f} us of kernels a call\n")
+                lines.append(f"\n{b}x{hq}/{hkv} N={n} D={d} causal={causal} {call}: {total:.1f} us of kernels a call"
+                             f", {span:.1f} us a call from one call's first kernel to the next's\n")
                 lines.append("| kernel | us | share |\n|---|---|---|")
                 for name, us in sorted(times.items(), key=lambda x: -x[1]):
                     lines.append(f"| `{name[:110]}` | {us:.1f} | {us / total:.1%} |")
                     rows.append({"B": b, "H_q": hq, "H_kv": hkv, "N": n, "D": d, "causal": causal, "call": call,
-                                 "kernel": name, "us": us})
+                                 "kernel": name, "us": us, "span_us": span, "graph": args.graph})
+    how = "CUDA-graph replays, back to back" if args.graph else "eager calls"
     md, _ = save_results(args.out, "kernel_times", rows,
-                         lambda rows, gpu, command: f"# GPU time per kernel of one call ({gpu})\n\n`{command}`\n"
+                         lambda rows, gpu, command: f"# GPU time per kernel of one call ({gpu}, {how})\n\n`{command}`\n"
                          + "\n".join(lines) + "\n")
     print(md)
 
