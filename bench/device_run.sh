@@ -13,6 +13,8 @@
 #   l2        bench/l2_measure.py under Nsight Compute
 #   l2bwd     bench/bwd_l2_measure.py: the backward main pass's L2 hits, atomic and deterministic dQ
 #   bwd       bench/bwd.py
+#   kernels   bench/kernel_times.py (KT_ARGS, e.g. "--graph --settle-ms 1000 --shapes ..."), with an
+#             nvidia-smi trace of power and SM clock every 200 ms beside it (smi_kernels.csv)
 #   models    bench/models.py: transformers models with chiplet_fa vs SDPA (needs transformers; MODELS_ARGS)
 #   profile   Nsight Compute stall breakdown of one sm90 forward and backward launch + the forward's SASS
 #             (PROFILE_SHAPE, PROFILE_CAUSAL, PROFILE_MAPPING, PROFILE_BWD="atomic det" or none: see the stage)
@@ -72,6 +74,12 @@ for s in "$@"; do
       done ;;
     families) python3 bench/families.py --out "$OUT" ${FAMILIES_ARGS:-} 2>&1 | tee "$OUT/families.log" | tail -20 || status=1 ;;
     bench) timeout ${BENCH_TIMEOUT:-400} python3 bench/fwd.py --out "$OUT" ${BENCH_ARGS:-} 2>&1 | tee "$OUT/bench.log" | tail -30 || status=1 ;;
+    kernels)
+      nvidia-smi --query-gpu=timestamp,power.draw,clocks.sm,temperature.gpu --format=csv -lms 200 > "$OUT/smi_kernels.csv" &
+      smi=$!
+      timeout ${KT_TIMEOUT:-300} python3 bench/kernel_times.py --out "$OUT" ${KT_ARGS:---shapes 8,16,16,2048,64 --causal yes} \
+        2>&1 | tee "$OUT/kernel_times.log" | grep -E "us of kernels" || status=1
+      kill $smi ;;
     l2) python3 bench/l2_measure.py --out "$OUT" ${L2_ARGS:---block-n 128 --wgs-per-cu 1} 2>&1 | tee "$OUT/l2.log" | tail -20 || status=1 ;;
     l2bwd) python3 bench/bwd_l2_measure.py --out "$OUT" 2>&1 | tee "$OUT/l2bwd.log" | tail -12 || status=1 ;;
     profile)

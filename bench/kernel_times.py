@@ -4,7 +4,7 @@ the TFLOP/s tables of bwd.py and fwd.py cannot say.
 
   python bench/kernel_times.py --shapes 8,16,16,2048,64 --causal yes --out /tmp/r
   python bench/kernel_times.py --shapes 8,16,16,2048,64 --causal yes --graph --settle-ms 1000 \
-      --mappings head_first block_first --calls fwd "cudnn fwd" --out /tmp/r
+      --mappings head_first block_first --direction fwd --out /tmp/r
 Writes kernel_times_<gpu>.md and .json: for each shape and call, each kernel's mean time per call
 and its share of the call's summed kernel time. Eager by default (each call launched from the
 host); --graph profiles replays of a CUDA graph of the calls (bench/timing.py's capture, as fwd.py
@@ -102,8 +102,8 @@ def main():
     ap.add_argument("--causal", choices=("no", "yes", "both"), default="both")
     ap.add_argument("--mappings", nargs="+", default=["head_first"],
                     choices=("block_first", "head_first", "swizzled_block_first", "swizzled_head_first"))
-    ap.add_argument("--calls", nargs="+", help="only these calls (fwd, cudnn fwd, bwd, bwd det, cudnn bwd; "
-                    "another mapping's with its name: \"fwd block_first\")")
+    ap.add_argument("--direction", choices=("fwd", "bwd", "both"), default="both",
+                    help="only the forward calls (ours under each mapping, cuDNN's), only the backward ones, or both")
     ap.add_argument("--graph", action="store_true", help="profile CUDA-graph replays, back to back (see above)")
     ap.add_argument("--settle-ms", type=float, default=0.0, help="with --graph: untimed replays first")
     ap.add_argument("--out", type=Path, required=True)
@@ -113,7 +113,7 @@ def main():
         b, hq, hkv, n, d = (int(x) for x in shape.split(","))
         for causal in {"no": [False], "yes": [True], "both": [False, True]}[args.causal]:
             for call, fn in calls(b, hq, hkv, n, d, causal, args.mappings).items():
-                if args.calls and call not in args.calls:
+                if args.direction != "both" and args.direction not in call.split():
                     continue
                 times, span = kernel_times(fn, args.graph, args.settle_ms)
                 total = sum(times.values())
