@@ -1,7 +1,7 @@
 // What HIP gives device code, for the CDNA3 kernels compiled as host C++ in an emulated build:
 // work-item and workgroup ids, __syncthreads, the cross-lane operations, the two MFMA builtins,
-// atomicAdd, min/max and uint4. arch/family.h includes it for the cdna3 family when CFA_EMULATE
-// is set; every name keeps its HIP spelling so the kernel source is unchanged.
+// atomicAdd, min/max, uint4 and float4. arch/family.h includes it for the cdna3 family when
+// CFA_EMULATE is set; every name keeps its HIP spelling so the kernel source is unchanged.
 #pragma once
 #include <atomic>
 #include <cstdint>
@@ -58,3 +58,7 @@ inline int max(int a, int b) { return a > b ? a : b; }
 struct alignas(16) uint4 {
   unsigned x, y, z, w;
 };
+struct alignas(16) float4 {
+  float x, y, z, w;
+};
+inline float4 make_float4(float x, float y, float z, float w) { return float4{x, y, z, w}; }

@@ -18,13 +18,6 @@ struct dim3 {
   constexpr dim3(unsigned x_ = 1, unsigned y_ = 1, unsigned z_ = 1) : x(x_), y(y_), z(z_) {}
 };
 
-// HIP's 16-byte vector, for the kernels' 16-byte stores (the backward's preprocess clears dq_accum
-// with them).
-struct alignas(16) float4 {
-  float x, y, z, w;
-};
-CFA_DEVICE float4 make_float4(float x, float y, float z, float w) { return float4{x, y, z, w}; }
-
 namespace chiplet_fa::emu {
 unsigned char* lds();
 void global_read(const void* address, size_t bytes);
