@@ -23,7 +23,7 @@ def time_ms(fn, min_total_ms: float = 300.0, max_reps: int = 50, graph: bool = F
 
 
 def time_in_turns(fns, graph: bool = False, rounds: int = 1, total_ms: float = 300.0,
-                  settle_ms: float = 0.0) -> dict:
+                  settle_ms: float = 0.0, rotate: bool = False) -> dict:
     """{name: median milliseconds a call} of fns ({name: fn, or None for a backend that does not
     run}, in the order given). rounds = 1 (the tables' method): each fn timed for total_ms, one
     after another, as by time_ms. More rounds: each round times every fn for about total_ms /
@@ -32,7 +32,9 @@ def time_in_turns(fns, graph: bool = False, rounds: int = 1, total_ms: float = 3
     from one second to the next of a sweep, so a fn timed after another meets the clock its
     predecessor left; 60 ms turns did not remove that (bench/NOTES.md, timing at the power cap).
     settle_ms > 0 runs a fn that long, untimed, right before each of its timings, so that it is
-    timed at the clock its own load sets. A None fn times as None."""
+    timed at the clock its own load sets. rotate (with rounds > 1): round r starts at the r-th fn
+    and goes round, so each fn follows each other one in some round, not always the same (the fixed
+    order moved each column with its place: NOTES). A None fn times as None."""
     if rounds <= 1:  # one after another, each warmed up just before it is timed
         return {name: None if fn is None else time_ms(fn, total_ms, graph=graph, settle_ms=settle_ms)
                 for name, fn in fns.items()}
@@ -41,9 +43,11 @@ def time_in_turns(fns, graph: bool = False, rounds: int = 1, total_ms: float = 3
         for name, fn in fns.items():
             timers[name] = _Timer(fn, graph) if fn is not None else None
         rounds_ms = {name: [] for name, t in timers.items() if t is not None}
-        for _ in range(rounds):
-            for name, times in rounds_ms.items():
-                times.append(timers[name].ms(total_ms / rounds, min_reps=1, settle_ms=settle_ms))
+        names = list(rounds_ms)
+        for r in range(rounds):
+            first = r % len(names) if rotate and names else 0
+            for name in names[first:] + names[:first]:
+                rounds_ms[name].append(timers[name].ms(total_ms / rounds, min_reps=1, settle_ms=settle_ms))
         return {name: statistics.median(rounds_ms[name]) if t is not None else None for name, t in timers.items()}
     finally:
         for t in timers.values():
@@ -110,7 +114,7 @@ class _Timer:
 
 
 def add_timing_argument(ap):
-    """--timing (graph or eager calls), --rounds and --settle-ms: time_in_turns' keyword
+    """--timing (graph or eager calls), --rounds, --rotate and --settle-ms: time_in_turns' keyword
     arguments, which timing_options(args) gives."""
     ap.add_argument("--timing", choices=["graph", "eager"], default="graph",
                     help=f"graph: calls under {GRAPH_MIN_MS:g} ms timed as replays of a CUDA graph of "
@@ -120,6 +124,9 @@ def add_timing_argument(ap):
                     help="a shape's columns timed in this many turns (time_in_turns); 1 (default): one "
                          "column after another, each for 300 ms. In 60 ms turns (5) a column's time "
                          "carried its predecessor's clock: see bench/NOTES.md, timing at the power cap")
+    ap.add_argument("--rotate", action="store_true",
+                    help="with --rounds > 1: each round starts one column later (each column takes every "
+                         "place in the order over the rounds)")
     ap.add_argument("--settle-ms", type=float, default=0.0,
                     help="run each column this long, untimed, right before each of its timings, so that "
                          "it is timed at the clock its own load sets (the H200 runs at its power cap)")
@@ -127,7 +134,8 @@ def add_timing_argument(ap):
 
 def timing_options(args) -> dict:
     """time_in_turns' (and timing_note's) keyword arguments from add_timing_argument's options."""
-    return {"graph": args.timing == "graph", "rounds": args.rounds, "settle_ms": args.settle_ms}
+    return {"graph": args.timing == "graph", "rounds": args.rounds, "settle_ms": args.settle_ms,
+            "rotate": args.rotate}
 
 
 def _median_ms(fn, gpu, min_total_ms, max_reps, calls=1, min_reps=3):
@@ -149,11 +157,12 @@ def _median_ms(fn, gpu, min_total_ms, max_reps, calls=1, min_reps=3):
 
 # A call or a replay of at least this long hides the host's launch work.
 GRAPH_MIN_MS = 2.0
-def timing_note(graph: bool, rounds: int = 1, settle_ms: float = 0.0) -> str:
-    """How a table names its timing (time_ms's graph argument, time_in_turns' rounds and settle_ms)."""
+def timing_note(graph: bool, rounds: int = 1, settle_ms: float = 0.0, rotate: bool = False) -> str:
+    """How a table names its timing (time_ms's graph argument, time_in_turns' rounds, settle_ms and rotate)."""
     calls = (f"of CUDA-graph replays below {GRAPH_MIN_MS:g} ms a call, of single calls above" if graph
              else "of single calls")
-    return (calls + (f", the columns timed in {rounds} turns" if rounds > 1 else "")
+    turns = f", the columns timed in {rounds} turns" + (", each round starting one column later" if rotate else "")
+    return (calls + (turns if rounds > 1 else "")
             + (f", each after {settle_ms:g} ms of its own calls" if settle_ms > 0 else ""))
 
 

@@ -26,6 +26,16 @@ def test_columns_are_timed_in_turns():
     assert log == ["ours", "peer"] + ["ours", "peer"] * 3
 
 
+def test_rotated_rounds_start_one_column_later_each():
+    log = []
+    fns = {name: recorder(log, name) for name in ("a", "b", "c")}
+    timing.time_in_turns(fns, rounds=4, total_ms=0.0, rotate=True)
+    # Warm-ups in the given order, then rounds a b c, b c a, c a b, a b c.
+    assert log == list("abc") + list("abc") + list("bca") + list("cab") + list("abc")
+    assert "one column later" in timing.timing_note(True, 4, rotate=True)
+    assert "one column later" not in timing.timing_note(True, 1, rotate=True)
+
+
 def test_one_round_times_each_column_after_its_own_warm_up():
     log = []
     timing.time_in_turns({"ours": recorder(log, "ours"), "peer": recorder(log, "peer")}, total_ms=0.0)
@@ -67,6 +77,7 @@ def test_options_from_the_command_line():
     import argparse
     ap = argparse.ArgumentParser()
     timing.add_timing_argument(ap)
-    opts = timing.timing_options(ap.parse_args(["--rounds", "3", "--settle-ms", "500"]))
-    assert opts == {"graph": True, "rounds": 3, "settle_ms": 500.0}
-    assert timing.timing_options(ap.parse_args([])) == {"graph": True, "rounds": 1, "settle_ms": 0.0}
+    opts = timing.timing_options(ap.parse_args(["--rounds", "3", "--settle-ms", "500", "--rotate"]))
+    assert opts == {"graph": True, "rounds": 3, "settle_ms": 500.0, "rotate": True}
+    assert timing.timing_options(ap.parse_args([])) == {"graph": True, "rounds": 1, "settle_ms": 0.0,
+                                                        "rotate": False}
