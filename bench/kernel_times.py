@@ -69,30 +69,33 @@ def kernel_times(fn, graph=False, settle_ms=0.0):
         return per_call(profiled_kernels(timer.graph.replay, replays), replays * timer.calls)
 
 
-def calls(b, hq, hkv, n, d, causal, mappings):
+def calls(b, hq, hkv, n, d, causal, mappings, direction="both"):
+    """{call name: fn} of one shape: ours under each mapping and cuDNN's, forward and/or backward
+    (only what `direction` asks for is set up: the backward's kept forwards cost memory)."""
     gen = torch.Generator(device="cuda").manual_seed(0)
     q, k, v = (torch.randn(b, n, h, d, device="cuda", dtype=torch.bfloat16, generator=gen) for h in (hq, hkv, hkv))
-    dout = torch.randn_like(q)
     ops = torch.ops.chiplet_fa
-    out, lse = ops.fwd(q, k, v, None, causal, "head_first", -1)
     leaves = [t.transpose(1, 2).detach().requires_grad_() for t in (q, k, v)]
-    with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
-        ref = F.scaled_dot_product_attention(*leaves, is_causal=causal, enable_gqa=hq != hkv)
-
-    def cudnn_fwd():
-        with sdpa_kernel(SDPBackend.CUDNN_ATTENTION), torch.no_grad():
-            F.scaled_dot_product_attention(*leaves, is_causal=causal, enable_gqa=hq != hkv)
-
     # head_first's calls keep their plain names (the earlier tables'); other mappings' are tagged.
     tag = {m: "" if m == "head_first" else f" {m}" for m in mappings}
     fns = {}
-    for m in mappings:
-        fns["fwd" + tag[m]] = lambda m=m: ops.fwd(q, k, v, None, causal, m, -1)
-    fns["cudnn fwd"] = cudnn_fwd
-    for m in mappings:
-        fns["bwd" + tag[m]] = lambda m=m: ops.bwd(dout, q, k, v, out, lse, None, causal, m, -1, False)
-        fns["bwd det" + tag[m]] = lambda m=m: ops.bwd(dout, q, k, v, out, lse, None, causal, m, -1, True)
-    fns["cudnn bwd"] = lambda: torch.autograd.grad(ref, leaves, dout.transpose(1, 2), retain_graph=True)
+    if direction in ("fwd", "both"):
+        def cudnn_fwd():
+            with sdpa_kernel(SDPBackend.CUDNN_ATTENTION), torch.no_grad():
+                F.scaled_dot_product_attention(*leaves, is_causal=causal, enable_gqa=hq != hkv)
+
+        for m in mappings:
+            fns["fwd" + tag[m]] = lambda m=m: ops.fwd(q, k, v, None, causal, m, -1)
+        fns["cudnn fwd"] = cudnn_fwd
+    if direction in ("bwd", "both"):
+        dout = torch.randn_like(q)
+        out, lse = ops.fwd(q, k, v, None, causal, "head_first", -1)
+        with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+            ref = F.scaled_dot_product_attention(*leaves, is_causal=causal, enable_gqa=hq != hkv)
+        for m in mappings:
+            fns["bwd" + tag[m]] = lambda m=m: ops.bwd(dout, q, k, v, out, lse, None, causal, m, -1, False)
+            fns["bwd det" + tag[m]] = lambda m=m: ops.bwd(dout, q, k, v, out, lse, None, causal, m, -1, True)
+        fns["cudnn bwd"] = lambda: torch.autograd.grad(ref, leaves, dout.transpose(1, 2), retain_graph=True)
     return fns
 
 
@@ -112,9 +115,7 @@ def main():
     for shape in args.shapes:
         b, hq, hkv, n, d = (int(x) for x in shape.split(","))
         for causal in {"no": [False], "yes": [True], "both": [False, True]}[args.causal]:
-            for call, fn in calls(b, hq, hkv, n, d, causal, args.mappings).items():
-                if args.direction != "both" and args.direction not in call.split():
-                    continue
+            for call, fn in calls(b, hq, hkv, n, d, causal, args.mappings, args.direction).items():
                 times, span = kernel_times(fn, args.graph, args.settle_ms)
                 total = sum(times.values())
                 lines.append(f"\n{b}x{hq}/{hkv} N={n} D={d} causal={causal} {call}: {total:.1f} us of kernels a call"
