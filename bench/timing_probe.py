@@ -1,0 +1,105 @@
+"""Two probes of how a forward call's time is read, for chiplet_fa's head_first forward and cuDNN's,
+each in one process (bench/NOTES.md, "Timing at the power cap"):
+
+1. method: each call timed by fwd.py's method (each CUDA-graph replay between events, the host
+   synchronising after each; `synced`) and by replays back to back (events around a run of
+   them; `back-to-back`), alternating, for --rounds rounds.
+2. placement (--copies N): the same inputs copied into N fresh allocations (other physical pages),
+   each timed the synced way: whether a kernel's time depends on where its inputs lie. Across
+   processes head_first at H=32 N=8K D=128 read 574-719 TFLOP/s where cuDNN read 593-642.
+
+  python bench/timing_probe.py --shapes 1,32,32,8192,128,0 8,16,16,2048,64,1 --copies 4
+Prints one line per round or copy; GPU only.
+"""
+import argparse
+import statistics
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+import chiplet_fa  # noqa: F401  (registers torch.ops.chiplet_fa)
+from timing import _Timer, attention_flops
+
+
+def back_to_back_ms(timer, reps=20):
+    """Milliseconds a call over reps replays (or calls) issued back to back."""
+    run = timer.graph.replay if timer.graph is not None else timer.fn
+    run()
+    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(reps):
+        run()
+    stop.record()
+    stop.synchronize()
+    return start.elapsed_time(stop) / reps / timer.calls
+
+
+def calls(q, k, v, causal, num_xcds):
+    """{name: fn}: chiplet_fa head_first and cuDNN on these tensors ((B, N, H, D), K/V expanded for SDPA)."""
+    hq, hkv = q.shape[2], k.shape[2]
+    kx, vx = (t if hq == hkv else t.repeat_interleave(hq // hkv, 2) for t in (k, v))
+    qt, kt, vt = (t.transpose(1, 2) for t in (q, kx, vx))
+
+    def cudnn():
+        with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+            return F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal)
+
+    return {"head_first": lambda: torch.ops.chiplet_fa.fwd(q, k, v, None, causal, "head_first", num_xcds),
+            "cudnn": cudnn}
+
+
+def timed(fns, flops, fn_ms):
+    """'name: us (TFLOP/s)' for each fn, timed by fn_ms(timer)."""
+    parts = []
+    for name, fn in fns.items():
+        t = _Timer(fn, True)
+        try:
+            ms = fn_ms(t)
+        finally:
+            t.close()
+        parts.append(f"{name} {ms * 1e3:.1f} us ({flops / ms / 1e9:.0f})")
+    return parts
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--shapes", nargs="+", required=True, help="B,H_q,H_kv,N,D,causal (causal 0 or 1)")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--copies", type=int, default=0)
+    ap.add_argument("--num-xcds", type=int, default=8, help="as bench/fwd.py passes")
+    args = ap.parse_args()
+    for s in args.shapes:
+        b, hq, hkv, n, d, c = (int(x) for x in s.split(","))
+        causal = bool(c)
+        gen = torch.Generator(device="cuda").manual_seed(0)
+        q, k, v = (torch.randn(b, n, h, d, device="cuda", dtype=torch.bfloat16, generator=gen) for h in (hq, hkv, hkv))
+        flops = attention_flops(b, hq, n, n, d, causal)
+        fns = calls(q, k, v, causal, args.num_xcds)
+        timers = {name: _Timer(fn, True) for name, fn in fns.items()}
+        try:
+            for r in range(args.rounds):
+                row = [f"{name}: synced {t.ms(300) * 1e3:.1f} us, back-to-back {back_to_back_ms(t) * 1e3:.1f} us, "
+                       f"{t.calls} calls a graph" for name, t in timers.items()]
+                print(f"{s} method round {r}: " + " | ".join(row), flush=True)
+        finally:
+            for t in timers.values():
+                t.close()
+        readings = {name: [] for name in fns}
+        kept = []  # every copy stays allocated: a freed one's blocks would serve the next
+        for i in range(args.copies):
+            copies = [t.clone() for t in (q, k, v)]
+            kept.append(copies)
+            parts = timed(calls(*copies, causal, args.num_xcds), flops, lambda t: t.ms(300))
+            print(f"{s} copy {i}: " + " | ".join(parts), flush=True)
+            for part in parts:
+                name, rest = part.split(" ", 1)
+                readings[name].append(float(rest.split(" ")[0]))
+        for name, us in readings.items():
+            if len(us) > 1:
+                print(f"{s} {name} over {len(us)} copies: {min(us):.1f}-{max(us):.1f} us, "
+                      f"spread {max(us) / min(us) - 1:.1%}, median {statistics.median(us):.1f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
