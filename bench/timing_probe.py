@@ -1,5 +1,5 @@
-"""Two probes of how a forward call's time is read, for chiplet_fa's head_first forward and cuDNN's,
-each in one process (bench/NOTES.md, "Timing at the power cap"):
+"""Two probes of how a forward call's time is read, for chiplet_fa's forward (head_first, or the
+mappings given) and cuDNN's, each in one process (bench/NOTES.md, "Timing at the power cap"):
 
 1. method: each call timed by fwd.py's method (each CUDA-graph replay between events, the host
    synchronising after each; `synced`) and by replays back to back (events around a run of
@@ -9,17 +9,23 @@ each in one process (bench/NOTES.md, "Timing at the power cap"):
    processes head_first at H=32 N=8K D=128 read 574-719 TFLOP/s where cuDNN read 593-642.
 
   python bench/timing_probe.py --shapes 1,32,32,8192,128,0 8,16,16,2048,64,1 --copies 4
+  python bench/timing_probe.py --shapes 1,32,32,8192,128,0 --rounds 0 --copies 4 \
+      --mappings head_first swizzled_head_first --num-xcds 4
 Prints one line per round or copy; GPU only.
 """
 import argparse
 import statistics
+import sys
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-import chiplet_fa  # noqa: F401  (registers torch.ops.chiplet_fa)
-from timing import _Timer, attention_flops
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from timing import _Timer, attention_flops  # noqa: E402
+
+import chiplet_fa  # noqa: E402,F401  (registers torch.ops.chiplet_fa)
 
 
 def back_to_back_ms(timer, reps=20):
@@ -35,8 +41,9 @@ def back_to_back_ms(timer, reps=20):
     return start.elapsed_time(stop) / reps / timer.calls
 
 
-def calls(q, k, v, causal, num_xcds):
-    """{name: fn}: chiplet_fa head_first and cuDNN on these tensors ((B, N, H, D), K/V expanded for SDPA)."""
+def calls(q, k, v, causal, num_xcds, mappings=("head_first",)):
+    """{name: fn}: chiplet_fa under each mapping and cuDNN on these tensors ((B, N, H, D), K/V
+    expanded for SDPA)."""
     hq, hkv = q.shape[2], k.shape[2]
     kx, vx = (t if hq == hkv else t.repeat_interleave(hq // hkv, 2) for t in (k, v))
     qt, kt, vt = (t.transpose(1, 2) for t in (q, kx, vx))
@@ -45,8 +52,9 @@ def calls(q, k, v, causal, num_xcds):
         with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
             return F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal)
 
-    return {"head_first": lambda: torch.ops.chiplet_fa.fwd(q, k, v, None, causal, "head_first", num_xcds),
-            "cudnn": cudnn}
+    fns = {m: (lambda m=m: torch.ops.chiplet_fa.fwd(q, k, v, None, causal, m, num_xcds)) for m in mappings}
+    fns["cudnn"] = cudnn
+    return fns
 
 
 def timed(fns, flops, fn_ms):
@@ -67,7 +75,12 @@ def main():
     ap.add_argument("--shapes", nargs="+", required=True, help="B,H_q,H_kv,N,D,causal (causal 0 or 1)")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--copies", type=int, default=0)
-    ap.add_argument("--num-xcds", type=int, default=8, help="as bench/fwd.py passes")
+    ap.add_argument("--num-xcds", type=int, default=8,
+                    help="as bench/fwd.py passes (the domains a swizzled mapping splits the heads over)")
+    ap.add_argument("--mappings", nargs="+", default=["head_first"],
+                    choices=("block_first", "head_first", "swizzled_block_first", "swizzled_head_first"),
+                    help="e.g. swizzled_head_first with --num-xcds 4: four queues, each walking its quarter "
+                         "of the heads, so more heads are read at once than under head_first")
     args = ap.parse_args()
     for s in args.shapes:
         b, hq, hkv, n, d, c = (int(x) for x in s.split(","))
@@ -75,7 +88,7 @@ def main():
         gen = torch.Generator(device="cuda").manual_seed(0)
         q, k, v = (torch.randn(b, n, h, d, device="cuda", dtype=torch.bfloat16, generator=gen) for h in (hq, hkv, hkv))
         flops = attention_flops(b, hq, n, n, d, causal)
-        fns = calls(q, k, v, causal, args.num_xcds)
+        fns = calls(q, k, v, causal, args.num_xcds, args.mappings) if args.rounds > 0 else {}
         timers = {name: _Timer(fn, True) for name, fn in fns.items()}
         try:
             for r in range(args.rounds):
@@ -85,16 +98,16 @@ def main():
         finally:
             for t in timers.values():
                 t.close()
-        readings = {name: [] for name in fns}
+        readings = {}
         kept = []  # every copy stays allocated: a freed one's blocks would serve the next
         for i in range(args.copies):
             copies = [t.clone() for t in (q, k, v)]
             kept.append(copies)
-            parts = timed(calls(*copies, causal, args.num_xcds), flops, lambda t: t.ms(300))
+            parts = timed(calls(*copies, causal, args.num_xcds, args.mappings), flops, lambda t: t.ms(300))
             print(f"{s} copy {i}: " + " | ".join(parts), flush=True)
             for part in parts:
                 name, rest = part.split(" ", 1)
-                readings[name].append(float(rest.split(" ")[0]))
+                readings.setdefault(name, []).append(float(rest.split(" ")[0]))
         for name, us in readings.items():
             if len(us) > 1:
                 print(f"{s} {name} over {len(us)} copies: {min(us):.1f}-{max(us):.1f} us, "
