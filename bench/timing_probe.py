@@ -89,8 +89,10 @@ def main():
         q, k, v = (torch.randn(b, n, h, d, device="cuda", dtype=torch.bfloat16, generator=gen) for h in (hq, hkv, hkv))
         flops = attention_flops(b, hq, n, n, d, causal)
         fns = calls(q, k, v, causal, args.num_xcds, args.mappings) if args.rounds > 0 else {}
-        timers = {name: _Timer(fn, True) for name, fn in fns.items()}
+        timers = {}
         try:
+            for name, fn in fns.items():
+                timers[name] = _Timer(fn, True)
             for r in range(args.rounds):
                 row = [f"{name}: synced {t.ms(300) * 1e3:.1f} us, back-to-back {back_to_back_ms(t) * 1e3:.1f} us, "
                        f"{t.calls} calls a graph" for name, t in timers.items()]
