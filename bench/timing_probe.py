@@ -11,7 +11,7 @@ mappings given) and cuDNN's, each in one process (bench/NOTES.md, "Timing at the
   python bench/timing_probe.py --shapes 1,32,32,8192,128,0 8,16,16,2048,64,1 --copies 4
   python bench/timing_probe.py --shapes 1,32,32,8192,128,0 --rounds 0 --copies 4 \
       --mappings head_first swizzled_head_first --num-xcds 4
-Prints one line per round or copy; GPU only.
+Prints one line per round or copy (and with --out writes them to OUT/timing_probe.txt); GPU only.
 """
 import argparse
 import statistics
@@ -77,11 +77,22 @@ def main():
     ap.add_argument("--copies", type=int, default=0)
     ap.add_argument("--num-xcds", type=int, default=8,
                     help="as bench/fwd.py passes (the domains a swizzled mapping splits the heads over)")
+    ap.add_argument("--out", type=Path, help="also write the lines to OUT/timing_probe.txt (bench/ab_run.sh passes one)")
     ap.add_argument("--mappings", nargs="+", default=["head_first"],
                     choices=("block_first", "head_first", "swizzled_block_first", "swizzled_head_first"),
                     help="e.g. swizzled_head_first with --num-xcds 4: four queues, each walking its quarter "
                          "of the heads, so more heads are read at once than under head_first")
     args = ap.parse_args()
+    log = None
+    if args.out:
+        args.out.mkdir(parents=True, exist_ok=True)
+        log = open(args.out / "timing_probe.txt", "a")
+
+    def say(line):
+        print(line, flush=True)
+        if log:
+            print(line, file=log, flush=True)
+
     for s in args.shapes:
         b, hq, hkv, n, d, c = (int(x) for x in s.split(","))
         causal = bool(c)
@@ -96,7 +107,7 @@ def main():
             for r in range(args.rounds):
                 row = [f"{name}: synced {t.ms(300) * 1e3:.1f} us, back-to-back {back_to_back_ms(t) * 1e3:.1f} us, "
                        f"{t.calls} calls a graph" for name, t in timers.items()]
-                print(f"{s} method round {r}: " + " | ".join(row), flush=True)
+                say(f"{s} method round {r}: " + " | ".join(row))
         finally:
             for t in timers.values():
                 t.close()
@@ -106,14 +117,14 @@ def main():
             copies = [t.clone() for t in (q, k, v)]
             kept.append(copies)
             parts = timed(calls(*copies, causal, args.num_xcds, args.mappings), flops, lambda t: t.ms(300))
-            print(f"{s} copy {i}: " + " | ".join(parts), flush=True)
+            say(f"{s} copy {i}: " + " | ".join(parts))
             for part in parts:
                 name, rest = part.split(" ", 1)
                 readings.setdefault(name, []).append(float(rest.split(" ")[0]))
         for name, us in readings.items():
             if len(us) > 1:
-                print(f"{s} {name} over {len(us)} copies: {min(us):.1f}-{max(us):.1f} us, "
-                      f"spread {max(us) / min(us) - 1:.1%}, median {statistics.median(us):.1f}", flush=True)
+                say(f"{s} {name} over {len(us)} copies: {min(us):.1f}-{max(us):.1f} us, "
+                    f"spread {max(us) / min(us) - 1:.1%}, median {statistics.median(us):.1f}")
 
 
 if __name__ == "__main__":
