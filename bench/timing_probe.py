@@ -58,7 +58,7 @@ def calls(q, k, v, causal, num_xcds, mappings=("head_first",)):
 
 
 def timed(fns, flops, fn_ms):
-    """'name: us (TFLOP/s)' for each fn, timed by fn_ms(timer)."""
+    """'name us (TFLOP/s)' for each fn, timed by fn_ms(timer)."""
     parts = []
     for name, fn in fns.items():
         t = _Timer(fn, True)
