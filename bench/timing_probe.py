@@ -14,6 +14,7 @@ mappings given) and cuDNN's, each in one process (bench/NOTES.md, "Timing at the
 Prints one line per round or copy (and with --out writes them to OUT/timing_probe.txt); GPU only.
 """
 import argparse
+import contextlib
 import statistics
 import sys
 from pathlib import Path
@@ -57,17 +58,48 @@ def calls(q, k, v, causal, num_xcds, mappings=("head_first",)):
     return fns
 
 
-def timed(fns, flops, fn_ms):
-    """'name us (TFLOP/s)' for each fn, timed by fn_ms(timer)."""
-    parts = []
+def timed(fns, fn_ms):
+    """{name: milliseconds a call} of each fn, timed by fn_ms(timer)."""
+    ms = {}
     for name, fn in fns.items():
-        t = _Timer(fn, True)
-        try:
-            ms = fn_ms(t)
-        finally:
+        with _Timer(fn, True) as t:
+            ms[name] = fn_ms(t)
+    return ms
+
+
+def probe(s, args, say):
+    """Both probes for one shape "B,H_q,H_kv,N,D,causal", each line to say()."""
+    b, hq, hkv, n, d, c = (int(x) for x in s.split(","))
+    causal = bool(c)
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    q, k, v = (torch.randn(b, n, h, d, device="cuda", dtype=torch.bfloat16, generator=gen) for h in (hq, hkv, hkv))
+    flops = attention_flops(b, hq, n, n, d, causal)
+    fns = calls(q, k, v, causal, args.num_xcds, args.mappings) if args.rounds > 0 else {}
+    timers = {}
+    try:
+        for name, fn in fns.items():
+            timers[name] = _Timer(fn, True)
+        for r in range(args.rounds):
+            row = [f"{name}: synced {t.ms(300) * 1e3:.1f} us, back-to-back {back_to_back_ms(t) * 1e3:.1f} us, "
+                   f"{t.calls} calls a graph" for name, t in timers.items()]
+            say(f"{s} method round {r}: " + " | ".join(row))
+    finally:
+        for t in timers.values():
             t.close()
-        parts.append(f"{name} {ms * 1e3:.1f} us ({flops / ms / 1e9:.0f})")
-    return parts
+    readings = {}
+    kept = []  # every copy stays allocated: a freed one's blocks would serve the next
+    for i in range(args.copies):
+        copies = [t.clone() for t in (q, k, v)]
+        kept.append(copies)
+        ms = timed(calls(*copies, causal, args.num_xcds, args.mappings), lambda t: t.ms(300))
+        say(f"{s} copy {i}: " + " | ".join(f"{name} {m * 1e3:.1f} us ({flops / m / 1e9:.0f})"
+                                             for name, m in ms.items()))
+        for name, m in ms.items():
+            readings.setdefault(name, []).append(m * 1e3)
+    for name, us in readings.items():
+        if len(us) > 1:
+            say(f"{s} {name} over {len(us)} copies: {min(us):.1f}-{max(us):.1f} us, "
+                f"spread {max(us) / min(us) - 1:.1%}, median {statistics.median(us):.1f}")
 
 
 def main():
@@ -83,48 +115,16 @@ def main():
                     help="e.g. swizzled_head_first with --num-xcds 4: four queues, each walking its quarter "
                          "of the heads, so more heads are read at once than under head_first")
     args = ap.parse_args()
-    log = None
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
-        log = open(args.out / "timing_probe.txt", "a")
+    with open(args.out / "timing_probe.txt", "a") if args.out else contextlib.nullcontext() as log:
+        def say(line):
+            print(line, flush=True)
+            if log:
+                print(line, file=log, flush=True)
 
-    def say(line):
-        print(line, flush=True)
-        if log:
-            print(line, file=log, flush=True)
-
-    for s in args.shapes:
-        b, hq, hkv, n, d, c = (int(x) for x in s.split(","))
-        causal = bool(c)
-        gen = torch.Generator(device="cuda").manual_seed(0)
-        q, k, v = (torch.randn(b, n, h, d, device="cuda", dtype=torch.bfloat16, generator=gen) for h in (hq, hkv, hkv))
-        flops = attention_flops(b, hq, n, n, d, causal)
-        fns = calls(q, k, v, causal, args.num_xcds, args.mappings) if args.rounds > 0 else {}
-        timers = {}
-        try:
-            for name, fn in fns.items():
-                timers[name] = _Timer(fn, True)
-            for r in range(args.rounds):
-                row = [f"{name}: synced {t.ms(300) * 1e3:.1f} us, back-to-back {back_to_back_ms(t) * 1e3:.1f} us, "
-                       f"{t.calls} calls a graph" for name, t in timers.items()]
-                say(f"{s} method round {r}: " + " | ".join(row))
-        finally:
-            for t in timers.values():
-                t.close()
-        readings = {}
-        kept = []  # every copy stays allocated: a freed one's blocks would serve the next
-        for i in range(args.copies):
-            copies = [t.clone() for t in (q, k, v)]
-            kept.append(copies)
-            parts = timed(calls(*copies, causal, args.num_xcds, args.mappings), flops, lambda t: t.ms(300))
-            say(f"{s} copy {i}: " + " | ".join(parts))
-            for part in parts:
-                name, rest = part.split(" ", 1)
-                readings.setdefault(name, []).append(float(rest.split(" ")[0]))
-        for name, us in readings.items():
-            if len(us) > 1:
-                say(f"{s} {name} over {len(us)} copies: {min(us):.1f}-{max(us):.1f} us, "
-                    f"spread {max(us) / min(us) - 1:.1%}, median {statistics.median(us):.1f}")
+        for s in args.shapes:
+            probe(s, args, say)
 
 
 if __name__ == "__main__":
