@@ -51,11 +51,8 @@ int xcds_or_domains(int mapping_xcds, const Topology& topo) {
   return mapping_xcds;
 }
 
-}  // namespace
-
-void bind_locality(py::module_& root) {
-  py::module_ m = root.def_submodule("locality", "L2 locality model (csrc/locality)");
-
+// The L2 domains a model runs on: Topology, its presets and the dispatch kinds.
+void bind_topology(py::module_& m) {
   py::enum_<Dispatch>(m, "Dispatch")
       .value("round_robin", Dispatch::kRoundRobin)
       .value("single", Dispatch::kSingle);
@@ -101,7 +98,10 @@ void bind_locality(py::module_& root) {
   }, py::arg("name"));
   m.def("topology_for_domains", &topology_for_domains, py::arg("num_domains"),
         "Topology the auto policy assumes for a device with this many L2 domains");
+}
 
+// The model's two answers for one shape and mapping: estimate() closed-form, simulate() by trace.
+void bind_model(py::module_& m) {
   auto run = [](bool sim) {
     return [sim](const Topology& topo, int64_t batch, int64_t num_q_heads, int64_t num_kv_heads,
                  int64_t seqlen_q, int64_t seqlen_k, int64_t head_dim, int elem_bytes, bool causal,
@@ -147,7 +147,10 @@ void bind_locality(py::module_& root) {
           py::arg("seqlens_k") = std::vector<int64_t>{}, py::arg("mapping") = "swizzled_head_first",
           py::arg("mapping_xcds") = -1, py::arg("progress") = py::none(), i ? sim_doc : est_doc);
   }
+}
 
+// What mapping='auto' decides: the mapping for a shape, and the lengths it decides a packed batch with.
+void bind_auto(py::module_& m) {
   m.def("choose_mapping",
         [](const Topology& topo, int64_t batch, int64_t num_q_heads, int64_t num_kv_heads,
            int64_t seqlen_q, int64_t seqlen_k, int64_t head_dim, int elem_bytes, bool causal,
@@ -180,9 +183,11 @@ void bind_locality(py::module_& root) {
         py::arg("cu_seqlens_q") = py::none(), py::arg("cu_seqlens_k") = py::none(),
         "The lengths the op's mapping='auto' decides a packed batch with: (seqlen_q, seqlen_k, seqlens_q, "
         "seqlens_k); exact from cu_seqlens read on the host, the mean length without them (a GPU's)");
+}
 
-  // The trace the simulator replays, and the simulator on a given trace (an emulated kernel's,
-  // chiplet_fa.emulate): per dispatch domain, (q_bytes, [K/V pair keys]) per workgroup.
+// The trace the simulator replays, and the simulator on a given trace (an emulated kernel's,
+// chiplet_fa.emulate): per dispatch domain, (q_bytes, [K/V pair keys]) per workgroup.
+void bind_streams(py::module_& m) {
   using Streams = std::vector<std::vector<std::pair<int64_t, std::vector<int64_t>>>>;
   m.def("model_streams",
         [](const Topology& topo, int64_t batch, int64_t num_q_heads, int64_t num_kv_heads, int64_t seqlen_q,
@@ -230,7 +235,10 @@ void bind_locality(py::module_& root) {
         py::arg("block_m") = 128, py::arg("block_n") = 64, py::arg("seqlens_q") = std::vector<int64_t>{},
         py::arg("seqlens_k") = std::vector<int64_t>{}, py::arg("streams"),
         "simulate() on given per-domain streams (as model_streams returns them) instead of the model's own");
+}
 
+// How many L2 domains (XCDs) the op assumes for a device, and why.
+void bind_detection(py::module_& m) {
   m.def("detect_xcds_rocm",
         [](const std::string& kfd_root, int64_t device_index, std::optional<std::string> env_override,
            std::optional<std::string> visible_devices, int64_t cu_count, const std::string& arch) {
@@ -251,6 +259,17 @@ void bind_locality(py::module_& root) {
           return py::make_tuple(d.num_xcds, d.source, d.assumed);
         },
         py::arg("device"), "XCD count the op uses for a device: (num_xcds, source, assumed)");
+}
+
+}  // namespace
+
+void bind_locality(py::module_& root) {
+  py::module_ m = root.def_submodule("locality", "L2 locality model (csrc/locality)");
+  bind_topology(m);
+  bind_model(m);
+  bind_auto(m);
+  bind_streams(m);
+  bind_detection(m);
 }
 
 }  // namespace chiplet_fa::locality
