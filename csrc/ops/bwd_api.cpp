@@ -17,7 +17,7 @@ void point_grads_at(BwdParams& p, const at::Tensor& dout, const at::Tensor& dk,
 }
 
 BwdParams prepare_bwd(const BwdArgs& a, int block_m, int block_n, int row_pad, int detected_xcds,
-                      BwdTensors& t, bool fixed_point_dq) {
+                      BwdTensors& t, bool fixed_point_dq, int64_t dq_cols) {
   const char* op = a.op();
   const AttentionDims d = check_qkv(op, a.q, a.k, a.v, a.varlen);
   check_options(op, a.softmax_scale, a.num_xcds, a.mask, d, a.q);
@@ -38,7 +38,9 @@ BwdParams prepare_bwd(const BwdArgs& a, int block_m, int block_n, int row_pad, i
   const auto acc = a.q.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
   t.dk = at::empty(a.k.sizes(), a.k.options());
   t.dv = at::empty(a.v.sizes(), a.v.options());
-  t.dq_accum = at::empty(a.q.sizes(), a.q.options().dtype(fixed_point_dq ? at::kInt : acc));
+  std::vector<int64_t> dq_shape(a.q.sizes().begin(), a.q.sizes().end());
+  if (dq_cols > 0) dq_shape.back() = dq_cols;
+  t.dq_accum = at::empty(dq_shape, a.q.options().dtype(fixed_point_dq ? at::kInt : acc));
   // Rows per (batch, head) (dense) or per head (packed), each sequence padded to whole blocks.
   const int64_t stats_rows = d.packed ? row_pad * ((d.total_q + row_pad - 1) / row_pad + d.batch)
                                       : (d.seqlen_q + row_pad - 1) / row_pad * row_pad;

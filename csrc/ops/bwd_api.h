@@ -27,8 +27,9 @@ struct BwdArgs {
 // Gradients and the accumulator-typed scratch the kernels write.
 struct BwdTensors {
   at::Tensor dk, dv;      // like k and v
-  // Like q, contiguous, float (double for fp64 inputs; int32 for fixed-point dQ); uninitialised:
-  // the CPU path clears it, the GPU kernels' preprocess (dense) or their binding (packed).
+  // Like q (its head dim padded as the kernels' is), contiguous, float (double for fp64 inputs;
+  // int32 for fixed-point dQ); uninitialised: the CPU path clears it, the GPU kernels'
+  // preprocess (dense) or their binding (packed).
   at::Tensor dq_accum;
   at::Tensor softmax_d;   // one row per query row padded to blocks of row_pad (bwd_params.h)
 };
@@ -36,9 +37,10 @@ struct BwdTensors {
 // Validates args (clear errors naming the argument), allocates the tensors and returns params
 // for a backend whose main-kernel workgroups own block_n keys, whose dQ-pass tiles are block_m
 // rows tall and whose per-row buffers are padded to a multiple of row_pad rows per sequence, on a
-// device with `detected_xcds` L2 domains; fixed_point_dq: dq_accum in int32 (BwdParams::dq_scale).
+// device with `detected_xcds` L2 domains; fixed_point_dq: dq_accum in int32 (BwdParams::dq_scale);
+// dq_cols: dq_accum's columns (0: q's head dim), the head dim the kernels pad to.
 BwdParams prepare_bwd(const BwdArgs& args, int block_m, int block_n, int row_pad, int detected_xcds,
-                      BwdTensors& tensors, bool fixed_point_dq = false);
+                      BwdTensors& tensors, bool fixed_point_dq = false, int64_t dq_cols = 0);
 
 // Sets the gradient pointers and strides of p (backends that re-lay tensors out call it again;
 // dq_accum must be contiguous with p.head_dim columns).

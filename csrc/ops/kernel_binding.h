@@ -161,7 +161,7 @@ inline BwdResult bwd_with_kernels(const BwdArgs& a, KernelFamily family, int det
   // Deterministic sm90: dQ in fixed point (BwdParams::dq_scale), whatever the mapping.
   const bool fixed = a.deterministic && family == KernelFamily::kSm90;
   BwdTensors t;
-  BwdParams p = prepare_bwd(a, g.bwd_dq_block_m, block_n, g.bwd_row_pad, detected_xcds, t, fixed);
+  BwdParams p = prepare_bwd(a, g.bwd_dq_block_m, block_n, g.bwd_row_pad, detected_xcds, t, fixed, d8);
   const DType dtype = check_kernel_dtype(a.op(), a.q);
   check_head_dim(a.op(), family, true, D);
   if (p.total_q == 0 || p.total_k == 0) {  // no query or no key: every gradient is zero
@@ -183,7 +183,7 @@ inline BwdResult bwd_with_kernels(const BwdArgs& a, KernelFamily family, int det
   const bool padded = d8 != D;
   const at::Tensor dk = padded ? padded_like(a.k, d8) : t.dk;
   const at::Tensor dv = padded ? padded_like(a.v, d8) : t.dv;
-  const at::Tensor dq_accum = padded ? padded_like(t.dq_accum, d8) : t.dq_accum;
+  const at::Tensor& dq_accum = t.dq_accum;  // d8 columns already
   if (p.cu_seqlens_q) dq_accum.zero_();  // dense: the preprocess clears it (kernels/bwd_kernel.h)
   const at::Tensor lse_log2 = at::empty_like(t.softmax_d);
   p.lse_log2 = lse_log2.data_ptr<float>();
