@@ -127,6 +127,7 @@ torch.cuda.synchronize()" > /dev/null 2>&1 || status=1
         ncu -i "$OUT/$f.ncu-rep" > "$OUT/$f.txt" 2>&1
         # Warp-state samples per SASS instruction: which instructions the stalls sit on.
         ncu -i "$OUT/$f.ncu-rep" --page source --print-source sass --csv > "$OUT/${f}_sass.csv" 2>&1
+        python3 bench/ncu_sass_top.py "$OUT/${f}_sass.csv" --top 25 > "$OUT/${f}_top.txt" 2>&1
       done
       pwin=$([ "$pcausal" = True ] && echo 1 || echo 0)  # a causal mask runs the windowed kernel
       fwd_sym="sm9010fwd_kernelILNS_5DTypeE1ELi${phd}ELb${pwin}ELb1E"  # sm90::fwd_kernel<bf16, D, windowed?, plain>
@@ -136,6 +137,7 @@ torch.cuda.synchronize()" > /dev/null 2>&1 || status=1
         echo "-- $f"
         grep -E "Issued Ipc|No Eligible|Compute \(SM\) Throughput|Memory Throughput|Warp Cycles Per Issued|stalled" \
           "$OUT/$f.txt" | awk '!/stalled/ || $NF > 0.05' | sed 's/smsp__average_warps_issue_stalled_//' | head -30
+        python3 bench/ncu_sass_top.py "$OUT/${f}_sass.csv" --top 5 2>&1 | tail -n +2
       done
       echo "forward SASS: $(grep -c '^ */\*[0-9a-f]*\*/' "$OUT/sass_fwd_hdim$phd.txt") instructions" ;;
     bwd) timeout ${BWD_TIMEOUT:-400} python3 bench/bwd.py --out "$OUT" ${BWD_ARGS:-} 2>&1 | tee "$OUT/bwd.log" | tail -20 || status=1 ;;
