@@ -17,8 +17,11 @@
 #   bash bench/ab_run.sh /tmp/a.patch /tmp/b.patch /tmp/a.patch+/tmp/b.patch
 # Results: $OUT/results.tgz, a folder per variant (0-tree, 1-<patch>, ...) with its logs and
 # the benchmark's files; the table printed last has each variant's chiplet_fa TFLOP/s and ratio.
+# Each variant is also packed as soon as it ends ($OUT/<variant>.tgz, replaced by results.tgz at
+# the end): a call cut off at its time limit still brings back the variants it finished.
 set -uo pipefail
 OUT=${OUT:-/tmp/chiplet_fa_out}
+WORK=$(mktemp -d /tmp/ab_run.XXXXXX)  # the variants' folders; $OUT holds only archives
 mkdir -p "$OUT"
 default_dtypes=bf16
 [ -n "${AB_TESTS:-}" ] && default_dtypes=bf16,fp16
@@ -27,7 +30,7 @@ bench=${AB_BENCH:-python3 bench/fwd.py --shapes 8,16,16,2048,64 4,32,8,4096,128 
 status=0
 
 variant() {
-  local dir="$OUT/$1" start=$SECONDS
+  local dir="$WORK/$1" start=$SECONDS
   mkdir -p "$dir"
   if ! python3 -m pip install -v --no-build-isolation --no-deps . > "$dir/build.log" 2>&1; then
     echo "$1: install failed"; tail -30 "$dir/build.log"; return 1
@@ -61,21 +64,27 @@ put_in() {
   for q in "$@"; do apply_patch "$q" || { take_out "${done_[@]}"; return 1; }; done_+=("$q"); done
 }
 
+# (the device tool brings back names of letters, digits, '.', '_' and '-': '+' becomes '_')
+pack() { tar czf "$OUT/${1//+/_}.tgz" -C "$WORK" "$1"; }
+
 n=0
-if variant 0-tree; then
+variant 0-tree; tree=$?
+pack 0-tree
+if [ $tree = 0 ]; then
   for set in "$@"; do
     n=$((n + 1))
     IFS=+ read -ra parts <<< "$set"
     name="$n-$(for q in "${parts[@]}"; do basename "$q" .patch; done | paste -sd+)"
     if ! put_in "${parts[@]}"; then echo "$name: does not apply to the tree"; status=1; continue; fi
     variant "$name" || status=1
+    pack "$name"
     take_out "${parts[@]}" || { echo "$name: cannot be taken out again"; status=1; break; }
   done
 else
   echo "the tree itself failed: no patch tried"; status=1
 fi
 
-python3 bench/ab_table.py "$OUT" | tee "$OUT/ab.md"
+python3 bench/ab_table.py "$WORK" | tee "$WORK/ab.md"
 # The device tool returns few files: everything travels in one archive.
-(cd "$OUT" && tar czf ../chiplet_fa_ab.tgz . && rm -rf ./* && mv ../chiplet_fa_ab.tgz results.tgz)
+rm -f "$OUT"/*.tgz && tar czf "$OUT/results.tgz" -C "$WORK" . && rm -rf "$WORK"
 exit $status
