@@ -21,10 +21,14 @@
 # Reduced builds: CHIPLET_FA_DTYPES=bf16 CHIPLET_FA_HDIMS=128 bash bench/device_run.sh smoke
 # A second call on the still-warm machine: SKIP_BUILD=1 bash bench/device_run.sh tests sanitize
 # Pending changes first: APPLY="/path/a.patch /path/b.patch" bash bench/device_run.sh tests
-# Results go to $OUT/results.tgz (the device tool brings back few files).
+# Results go to $OUT/results.tgz (the device tool brings back few files), packed again after every
+# stage: a call cut off at its time limit still brings back the stages it finished.
 set -uo pipefail
-OUT=${OUT:-/tmp/chiplet_fa_out}
-mkdir -p "$OUT"
+FINAL=${OUT:-/tmp/chiplet_fa_out}
+mkdir -p "$FINAL"
+OUT=$(mktemp -d /tmp/device_run.XXXXXX)  # the stages write here; $FINAL holds only the archive
+pack() { tar czf "$FINAL/results.tgz.part" -C "$OUT" . && mv "$FINAL/results.tgz.part" "$FINAL/results.tgz"; }
+trap pack EXIT
 export PYTHONUNBUFFERED=1
 status=0
 stage() { echo "=== $1 ($(date +%T))"; }
@@ -57,6 +61,7 @@ chiplet-fa --version | tee "$OUT/build_info.txt"
 cd - > /dev/null
 
 for s in "$@"; do
+  pack  # what the previous stages (or the build) wrote
   stage "$s"
   case $s in
     errors) python3 -P -m pytest tests/test_errors.py -q -k "fresh_process" 2>&1 | tee "$OUT/errors.log" | tail -3 || status=1 ;;
@@ -146,6 +151,4 @@ torch.cuda.synchronize()" > /dev/null 2>&1 || status=1
     *) echo "unknown stage $s"; status=1 ;;
   esac
 done
-# The device tool returns at most 8 files: everything travels in one archive.
-(cd "$OUT" && tar czf ../chiplet_fa_out.tgz . && rm -rf ./* && mv ../chiplet_fa_out.tgz results.tgz)
-exit $status
+exit $status  # the EXIT trap packs the last stage
