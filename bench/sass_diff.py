@@ -4,7 +4,8 @@
 Compiles instantiation units (csrc/kernels/instantiations/<family>/<unit>.cu) of two trees with
 the build's CUDA flags for sm_90a (or sm_80 for mma_sync) and, for each kernel, prints its
 instruction count, whether the SASS is the same instruction for instruction (addresses and
-encodings aside), ptxas's spill bytes and the opcodes whose counts moved. A change whose kernels
+encodings aside), ptxas's spill bytes and C75xx messages (wgmmas serialised or fenced), and the
+opcodes whose counts moved. A change whose kernels
 come out the same needs no device time to show it changes nothing; one that differs needs its A/B.
 
   python3 bench/sass_diff.py --patch bench/pending/x.patch --units 'sm90/bwd_bf16_*'
@@ -32,8 +33,10 @@ ARCH = {"sm90": "arch=compute_90a,code=sm_90a", "mma_sync": "arch=compute_80,cod
 
 
 def parse_ptxas(text):
-    """{entry: (registers, spill store bytes, spill load bytes)} from `ptxas -v` output."""
+    """{entry: (registers, spill store bytes, spill load bytes, C75xx messages)} from `ptxas -v`
+    output. The C75xx messages (e.g. C7511, C7519) say ptxas serialised or fenced wgmmas."""
     out, entry, spills = {}, None, (0, 0)
+    messages = collections.Counter(re.findall(r"\(C75\d\d\).*?function '(\w+)'", text))
     for line in text.splitlines():
         m = re.search(r"(?:Compiling entry function|Function properties for) '?(\w+)'?", line)
         if m:
@@ -44,7 +47,7 @@ def parse_ptxas(text):
             spills = (int(m.group(1)), int(m.group(2)))
         m = re.search(r"Used (\d+) registers", line)
         if m and entry:
-            out[entry] = (int(m.group(1)),) + spills
+            out[entry] = (int(m.group(1)),) + spills + (messages[entry],)
     return out
 
 
@@ -118,8 +121,9 @@ def short(fn):
 
 
 def table(all_rows):
-    lines = ["| unit | kernel | instructions | SASS | registers, spill st/ld | opcodes moved |", "|---|---|---|---|---|---|"]
-    spill = lambda s: "-" if s is None else f"{s[0]}, {s[1]}/{s[2]}"
+    lines = ["| unit | kernel | instructions | SASS | registers, spill st/ld, C75xx | opcodes moved |",
+             "|---|---|---|---|---|---|"]
+    spill = lambda s: "-" if s is None else f"{s[0]}, {s[1]}/{s[2]}, {s[3]}"
     for unit, fn, na, nb, verdict, pa, pb, moved in all_rows:
         count = f"{na} -> {nb}" if na != nb else f"{na}"
         regs = spill(pa) if pa == pb else f"{spill(pa)} -> {spill(pb)}"

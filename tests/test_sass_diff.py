@@ -19,6 +19,7 @@ ptxas info    : Compiling entry function '{PRE}' for 'sm_90a'
 ptxas info    : Function properties for {PRE}
     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
 ptxas info    : Used 36 registers, used 0 barriers
+ptxas info    : (C7519) warpgroup.arrive is injected in around line 13963 by compiler to allow use of registers in GMMA in function '{KV}'
 """
 
 
@@ -28,8 +29,8 @@ def sass(function, *lines):
     return f"\n\tcode for sm_90a\n\t\tFunction : {function}\n\t.headerflags\t@\"EF_CUDA_SM90\"\n{body}\n"
 
 
-def test_ptxas_spills_and_registers_per_entry():
-    assert sass_diff.parse_ptxas(PTXAS) == {KV: (168, 4, 12), PRE: (36, 0, 0)}
+def test_ptxas_spills_registers_and_wgmma_messages_per_entry():
+    assert sass_diff.parse_ptxas(PTXAS) == {KV: (168, 4, 12, 1), PRE: (36, 0, 0, 0)}
 
 
 def test_sass_ignores_addresses_and_immediates_but_not_registers():
@@ -49,7 +50,7 @@ def test_rows_say_same_differs_and_count_opcodes():
                              sass(PRE, "EXIT"))
     rows = {r[1]: r for r in sass_diff.rows("sm90/unit", base, new)}
     assert rows[KV][2:5] == (2, 3, "differs")
-    assert rows[KV][5:7] == ((168, 4, 12), (168, 8, 12))
+    assert rows[KV][5:7] == ((168, 4, 12, 1), (168, 8, 12, 1))
     assert rows[KV][7] == "IADD3 +1"  # predicates and modifiers fold into the opcode
     assert rows[PRE][2:5] == (1, 1, "same")
 
