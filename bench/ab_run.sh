@@ -14,6 +14,9 @@
 #             "python3 -P -m pytest tests/test_backward.py -q -m gpu -k deterministic"); log tests.log. Each
 #             is split on spaces (no quoted arguments). Many tests draw float16, so with AB_TESTS
 #             the default dtypes are bf16,fp16
+#   AB_PROFILE=1  also Nsight Compute on each variant (device_run.sh's profile stage, ~75 s; its
+#             PROFILE_* variables apply), after its benchmark: reports and the SASS tables in the
+#             variant's profile/ folder, its log profile.log
 #   bash bench/ab_run.sh /tmp/a.patch /tmp/b.patch /tmp/a.patch+/tmp/b.patch
 # Results: $OUT/results.tgz, a folder per variant (0-tree, 1-<patch>, ...) with its logs and
 # the benchmark's files; the table printed last has each variant's chiplet_fa TFLOP/s and ratio.
@@ -53,9 +56,15 @@ variant() {
   for b in "${benches[@]}"; do
     timeout -k 10 400 $b --out "$dir" >> "$dir/bench.log" 2>&1 || { echo "$1: $b failed"; tail -5 "$dir/bench.log"; status=1; }
   done
+  if [ -n "${AB_PROFILE:-}" ]; then
+    if OUT="$dir/profile" SKIP_BUILD=1 bash "$here/device_run.sh" profile > "$dir/profile.log" 2>&1; then
+      echo "$1: profiled (profile.log, profile/results.tgz)"
+    else echo "$1: profile failed: $(tail -1 "$dir/profile.log")"; status=1; fi
+  fi
 }
 
-. "$(dirname "${BASH_SOURCE[0]}")/apply_patch.sh"
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+. "$here/apply_patch.sh"
 
 # A variant is one patch or several joined by '+' (applied in order, taken out in reverse).
 take_out() { local i; for ((i = $# ; i >= 1; i--)); do apply_patch -R "${!i}" || return 1; done; }
