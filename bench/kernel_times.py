@@ -56,17 +56,16 @@ def profiled_kernels(run, runs):
 def kernel_times(fn, graph=False, settle_ms=0.0):
     """per_call() of fn: CALLS eager calls after a warm-up, or (graph) replays of a CUDA graph of
     calls, at least CALLS calls, after settle_ms of untimed replays."""
-    if not graph:
-        fn()
-        torch.cuda.synchronize()
-        return per_call(profiled_kernels(fn, CALLS), CALLS)
-    with _Timer(fn, graph=True) as timer:
-        if timer.graph is None:  # a call too long to capture, or one that cannot be: eager
-            return per_call(profiled_kernels(fn, CALLS), CALLS)
-        if settle_ms > 0:
-            timer.ms(0.0, min_reps=1, settle_ms=settle_ms)
-        replays = -(-CALLS // timer.calls)
-        return per_call(profiled_kernels(timer.graph.replay, replays), replays * timer.calls)
+    if graph:
+        with _Timer(fn, graph=True) as timer:
+            if timer.graph is not None:  # None: a call too long to capture, or one that cannot be
+                if settle_ms > 0:
+                    timer.ms(0.0, min_reps=1, settle_ms=settle_ms)
+                replays = -(-CALLS // timer.calls)
+                return per_call(profiled_kernels(timer.graph.replay, replays), replays * timer.calls)
+    fn()
+    torch.cuda.synchronize()
+    return per_call(profiled_kernels(fn, CALLS), CALLS)
 
 
 def calls(b, hq, hkv, n, d, causal, mappings, direction="both"):

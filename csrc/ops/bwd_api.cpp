@@ -38,9 +38,7 @@ BwdParams prepare_bwd(const BwdArgs& a, int block_m, int block_n, int row_pad, i
   const auto acc = a.q.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
   t.dk = at::empty(a.k.sizes(), a.k.options());
   t.dv = at::empty(a.v.sizes(), a.v.options());
-  std::vector<int64_t> dq_shape(a.q.sizes().begin(), a.q.sizes().end());
-  if (dq_cols > 0) dq_shape.back() = dq_cols;
-  t.dq_accum = at::empty(dq_shape, a.q.options().dtype(fixed_point_dq ? at::kInt : acc));
+  t.dq_accum = padded_like(a.q, dq_cols > 0 ? dq_cols : a.q.size(-1), fixed_point_dq ? at::kInt : acc);
   // Rows per (batch, head) (dense) or per head (packed), each sequence padded to whole blocks.
   const int64_t stats_rows = d.packed ? row_pad * ((d.total_q + row_pad - 1) / row_pad + d.batch)
                                       : (d.seqlen_q + row_pad - 1) / row_pad * row_pad;

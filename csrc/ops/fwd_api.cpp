@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include <ATen/ATen.h>
 
@@ -32,6 +33,12 @@ bool finish_without_kernel(const FwdParams& p, at::Tensor& out, at::Tensor& soft
 
 Strides strides_of(const at::Tensor& t) {
   return t.dim() == 3 ? Strides{0, t.stride(0), t.stride(1)} : Strides{t.stride(0), t.stride(1), t.stride(2)};
+}
+
+at::Tensor padded_like(const at::Tensor& t, int64_t last_dim, std::optional<at::ScalarType> dtype) {
+  std::vector<int64_t> shape(t.sizes().begin(), t.sizes().end());
+  shape.back() = last_dim;
+  return at::empty(shape, t.options().dtype(dtype.value_or(t.scalar_type())));
 }
 
 void point_at(FwdParams& p, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,

@@ -45,6 +45,10 @@ struct Strides {
 };
 Strides strides_of(const at::Tensor& t);
 
+// An uninitialised tensor shaped like t but for its last dimension (the head dim), which is
+// last_dim; of t's dtype unless dtype is given.
+at::Tensor padded_like(const at::Tensor& t, int64_t last_dim, std::optional<at::ScalarType> dtype = std::nullopt);
+
 // Fills results the kernels never see: nothing to compute (no query, no head), or no key at
 // all (every row fully masked: out = 0, lse = -inf). Returns true when it did.
 bool finish_without_kernel(const FwdParams& p, at::Tensor& out, at::Tensor& softmax_lse);

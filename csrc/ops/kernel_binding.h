@@ -8,7 +8,6 @@
 #include <cmath>
 #include <cstdint>
 #include <optional>
-#include <vector>
 
 #include <ATen/ATen.h>
 
@@ -30,13 +29,6 @@ inline at::Tensor kernel_layout(const at::Tensor& t, int64_t head_dim8) {
   bool aligned = reinterpret_cast<uintptr_t>(x.data_ptr()) % 16 == 0;
   for (int64_t d = 0; d + 1 < x.dim(); ++d) aligned &= x.stride(d) % 8 == 0 && (x.stride(d) != 0 || x.size(d) == 1);
   return aligned ? x : x.contiguous();
-}
-
-// An uninitialised tensor like t with the head dim (last dimension) padded to head_dim8.
-inline at::Tensor padded_like(const at::Tensor& t, int64_t head_dim8) {
-  std::vector<int64_t> shape(t.sizes().begin(), t.sizes().end());
-  shape.back() = head_dim8;
-  return at::empty(shape, t.options());
 }
 
 // The device buffer a packed batch's ragged grid is written to by the launch code (batch + 1
