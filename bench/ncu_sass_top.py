@@ -7,10 +7,14 @@ per-instruction table Nsight Compute writes (`ncu -i R.ncu-rep --page source --p
   python3 bench/ncu_sass_top.py profile_bwd_sass.csv --columns "Warp Stall Sampling (All" --top 20
 
 A column is named by a case-insensitive part of its header; one that the table lacks is reported
-and skipped (which counters a table has depends on the sections collected).
+and skipped (which counters a table has depends on the sections collected). Addresses, branch
+targets included, are printed as offsets from the kernel's first instruction, as `cuobjdump -sass`
+numbers them: the profiled kernel's SASS compiled anywhere (bench/sass_diff.py's nvcc flags) lines
+up with them.
 """
 import argparse
 import csv
+import re
 import sys
 
 DEFAULT_COLUMNS = ("Warp Stall Sampling (All Samples)", "L1 Wavefronts Shared Excessive",
@@ -40,16 +44,26 @@ def column_of(header, part):
     return found[0] if found else None
 
 
+def relative(rows, addr, src):
+    """{row index: (offset, sass)}: each address and each branch target inside the kernel as a hex
+    offset from its first instruction (the table lists one kernel)."""
+    addresses = [int(r[addr], 16) for r in rows] or [0]
+    base, end = min(addresses), max(addresses)
+    inside = lambda m: f"0x{int(m.group(0), 16) - base:x}" if base <= int(m.group(0), 16) <= end else m.group(0)
+    return {i: (f"{int(r[addr], 16) - base:x}", re.sub(r"0x[0-9a-f]{9,}", inside, r[src].strip()))
+            for i, r in enumerate(rows)}
+
+
 def top(header, rows, part, n):
-    """[(address, sass, value, share of the column's total)] of the n largest entries of a column."""
+    """[(offset, sass, value, share of the column's total)] of the n largest entries of a column."""
     col = column_of(header, part)
     if col is None:
         return None
-    addr, src = column_of(header, "Address"), column_of(header, "Source")
-    values = [(number(r[col]) or 0.0, r) for r in rows]
+    named = relative(rows, column_of(header, "Address"), column_of(header, "Source"))
+    values = [(number(r[col]) or 0.0, i) for i, r in enumerate(rows)]
     total = sum(v for v, _ in values)
-    best = sorted(values, key=lambda vr: -vr[0])[:n]
-    return [(r[addr].strip(), r[src].strip(), v, v / total if total else 0.0) for v, r in best if v > 0]
+    best = sorted(values, key=lambda vi: -vi[0])[:n]
+    return [named[i] + (v, v / total if total else 0.0) for v, i in best if v > 0]
 
 
 def main(argv=None):
