@@ -44,26 +44,31 @@ def column_of(header, part):
     return found[0] if found else None
 
 
-def relative(rows, addr, src):
-    """{row index: (offset, sass)}: each address and each branch target inside the kernel as a hex
-    offset from its first instruction (the table lists one kernel)."""
+def kernel_span(rows, addr):
+    """(first, last) address of the table's instructions (it lists one kernel)."""
     addresses = [int(r[addr], 16) for r in rows] or [0]
-    base, end = min(addresses), max(addresses)
+    return min(addresses), max(addresses)
+
+
+def relative_targets(sass, base, end):
+    """sass with each branch target inside [base, end] as a hex offset from base."""
     inside = lambda m: f"0x{int(m.group(0), 16) - base:x}" if base <= int(m.group(0), 16) <= end else m.group(0)
-    return {i: (f"{int(r[addr], 16) - base:x}", re.sub(r"0x[0-9a-f]{9,}", inside, r[src].strip()))
-            for i, r in enumerate(rows)}
+    return re.sub(r"0x[0-9a-f]{9,}", inside, sass.strip())
 
 
 def top(header, rows, part, n):
-    """[(offset, sass, value, share of the column's total)] of the n largest entries of a column."""
+    """[(offset, sass, value, share of the column's total)] of the n largest entries of a column;
+    offsets and in-kernel branch targets count from the kernel's first instruction."""
     col = column_of(header, part)
     if col is None:
         return None
-    named = relative(rows, column_of(header, "Address"), column_of(header, "Source"))
-    values = [(number(r[col]) or 0.0, i) for i, r in enumerate(rows)]
+    addr, src = column_of(header, "Address"), column_of(header, "Source")
+    base, end = kernel_span(rows, addr)
+    values = [(number(r[col]) or 0.0, r) for r in rows]
     total = sum(v for v, _ in values)
-    best = sorted(values, key=lambda vi: -vi[0])[:n]
-    return [named[i] + (v, v / total if total else 0.0) for v, i in best if v > 0]
+    best = sorted(values, key=lambda vr: -vr[0])[:n]
+    return [(f"{int(r[addr], 16) - base:x}", relative_targets(r[src], base, end), v, v / total if total else 0.0)
+            for v, r in best if v > 0]
 
 
 def main(argv=None):
