@@ -85,6 +85,7 @@ class CMakeBuild(build_ext):
                 options.append(f"-D{var}=" + os.environ[var].replace(",", ";"))
             else:
                 options.append(f"-U{var}")
+        options.append("-DCHIPLET_FA_TRACE=" + ("ON" if os.environ.get("CHIPLET_FA_TRACE") == "1" else "OFF"))
         print(f"chiplet_fa: building in {build_dir} with {' '.join(options)}", flush=True)
         subprocess.check_call([
             "cmake", "-S", str(ROOT), "-B", str(build_dir), "-G", "Ninja",

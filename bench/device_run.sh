@@ -18,6 +18,8 @@
 #   models    bench/models.py: transformers models with chiplet_fa vs SDPA (needs transformers; MODELS_ARGS)
 #   profile   Nsight Compute stall breakdown of one sm90 forward and backward launch + the forward's SASS
 #             (PROFILE_SHAPE, PROFILE_CAUSAL, PROFILE_MAPPING, PROFILE_BWD="atomic det" or none: see the stage)
+#   trace     bench/trace.py: when each SM ran which tile (TRACE_ARGS="--shapes ... --mappings ..."); needs a
+#             traced build: CHIPLET_FA_TRACE=1 (with a reduced set) in the call's environment
 # Reduced builds: CHIPLET_FA_DTYPES=bf16 CHIPLET_FA_HDIMS=128 bash bench/device_run.sh smoke
 # A second call on the still-warm machine: SKIP_BUILD=1 bash bench/device_run.sh tests sanitize
 # Pending changes first: APPLY="/path/a.patch /path/b.patch" bash bench/device_run.sh tests
@@ -148,6 +150,8 @@ torch.cuda.synchronize()" > /dev/null 2>&1 || status=1
       echo "forward SASS: $(grep -c '^ */\*[0-9a-f]*\*/' "$OUT/sass_fwd_hdim$phd.txt") instructions" ;;
     bwd) timeout ${BWD_TIMEOUT:-400} python3 bench/bwd.py --out "$OUT" ${BWD_ARGS:-} 2>&1 | tee "$OUT/bwd.log" | tail -20 || status=1 ;;
     varlen) python3 bench/varlen.py --out "$OUT" 2>&1 | tee "$OUT/varlen.log" | tail -20 || status=1 ;;
+    trace) timeout ${TRACE_TIMEOUT:-300} python3 bench/trace.py --out "$OUT" ${TRACE_ARGS:---shapes 8,16,16,2048,64,1} 2>&1 \
+             | tee "$OUT/trace.log" | tail -25 || status=1 ;;
     models) timeout ${MODELS_TIMEOUT:-580} python3 bench/models.py --out "$OUT" ${MODELS_ARGS:-} 2>&1 | tee "$OUT/models.log" | tail -25 || status=1 ;;
     *) echo "unknown stage $s"; status=1 ;;
   esac

@@ -48,6 +48,7 @@ def build_info(device: Optional[object] = None) -> dict:
         "built_with_torch": raw["torch"],
         "running_torch": torch.__version__,
         "kernel_path": path,
+        "trace": bool(raw.get("trace", False)),
     }
 
 
@@ -57,6 +58,8 @@ def format_build_info(info: dict) -> str:
                 "running_torch", "kernel_path"):
         value = ", ".join(info[key]) if isinstance(info[key], list) else info[key]
         lines.append(f"  {key:17s} {value if value not in (None, '') else '-'}")
+    if info.get("trace"):
+        lines.append("  trace             ON: a diagnostic build, its sm90 kernels record timelines (bench/trace.py)")
     for family, kinds in info["kernels"].items():
         for kind, v in kinds.items():
             lines.append(f"  kernels {family:9s} {kind}: {'/'.join(v['dtypes'])} head dims "

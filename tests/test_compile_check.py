@@ -41,10 +41,10 @@ MFMA = "__builtin_amdgcn_mfma_f32_32x32x8f16(x, x, acc, 0, 0, 0)"
 PLAIN = "acc + (float)x[0]"
 
 
-def compile_check(tmp_path, sources):
+def compile_check(tmp_path, sources, *options):
     for name, text in sources.items():
         (tmp_path / name).write_text(text)
-    return subprocess.run([sys.executable, str(TOOL), str(tmp_path / "*.cu")], capture_output=True,
+    return subprocess.run([sys.executable, str(TOOL), *options, str(tmp_path / "*.cu")], capture_output=True,
                           text=True, timeout=300)
 
 
@@ -76,6 +76,15 @@ def test_fails_without_mfma_or_on_a_compile_error(tmp_path):
     assert done.returncode == 1
     assert "fwd_plain.cu [gfx942]: no v_mfma" in done.stderr
     assert "fwd_bad.cu [sm_80]" in done.stderr and "fwd_bad.cu [sm_90]" in done.stderr
+
+
+def test_define_reaches_every_compile(tmp_path):
+    # Compiles only with the macro (CI's traced units: --define CFA_TRACE=1).
+    sources = {"fwd_m.cu": "#ifndef WANTED\n#error WANTED not defined\n#endif\n" + unit("MMA_SYNC", PLAIN),
+               "fwd_a.cu": "#ifndef WANTED\n#error WANTED not defined\n#endif\n" + unit("CDNA3", MFMA)}
+    assert compile_check(tmp_path, sources).returncode == 1
+    done = compile_check(tmp_path, sources, "--define", "WANTED=1")
+    assert done.returncode == 0, done.stdout + done.stderr
 
 
 def test_fails_on_a_unit_without_a_family(tmp_path):

@@ -65,8 +65,12 @@ def run(cmd):
 def nvcc_step(tu, arch, out_dir, args):
     obj = out_dir / f"{tu.stem}.{arch}.o"
     target = ["-gencode=arch=compute_90a,code=sm_90a"] if arch == "sm_90a" else [f"-arch={arch}"]
-    return run([args.nvcc, "-std=c++20", "-O3", "--expt-relaxed-constexpr", *target,
+    return run([args.nvcc, "-std=c++20", "-O3", "--expt-relaxed-constexpr", *target, *defines(args),
                 "-I", str(args.include), "-c", str(tu), "-o", str(obj)])
+
+
+def defines(args):
+    return [f"-D{d}" for d in args.define or []]
 
 
 def hip_step(tu, out_dir, args):
@@ -74,7 +78,7 @@ def hip_step(tu, out_dir, args):
     asm, obj = out_dir / f"{tu.stem}.{args.hip_arch}.s", out_dir / f"{tu.stem}.{args.hip_arch}.o"
     steps = [
         [args.clang, "-x", "hip", f"--offload-arch={args.hip_arch}", "-nogpulib", "--cuda-device-only",
-         "-O3", *HIP_MATH_FLAGS, "-std=c++20", "-I", str(args.include), "-S", str(tu), "-o", str(asm)],
+         "-O3", *HIP_MATH_FLAGS, "-std=c++20", *defines(args), "-I", str(args.include), "-S", str(tu), "-o", str(asm)],
         [args.llvm_mc, "--triple=amdgcn-amd-amdhsa", f"--mcpu={args.hip_arch}", "-filetype=obj",
          str(asm), "-o", str(obj)],
     ]
@@ -109,6 +113,7 @@ def parse_args(argv):
     p.add_argument("--include", type=Path, default=ROOT / "csrc")
     p.add_argument("--cuda-arch", action="append", help="nvcc -arch of mma_sync units (repeatable; default sm_80, sm_90)")
     p.add_argument("--hip-arch", default="gfx942")
+    p.add_argument("--define", action="append", help="a macro for every compile, e.g. CFA_TRACE=1 (repeatable)")
     p.add_argument("--nvcc", default=os.environ.get("NVCC", "nvcc"))
     p.add_argument("--clang", default="clang-19")
     p.add_argument("--llvm-mc", default="llvm-mc-19")

@@ -67,8 +67,9 @@ void launch_fwd(const FwdParams& p, cfaStream_t stream) {
 #if defined(CFA_FAMILY_SM90)
   const int domains = scheduler_domains(p);
   const int64_t workers = persistent_workers(grid, domains);
-  const TmaFwdParams args = with_tensor_maps(with_sections(p, workers, domains, int(sizeof(typename Cfg::T))),
-                                             kDType == DType::kBFloat16, Cfg::kBlockM, Cfg::kBlockN);
+  TmaFwdParams args = with_tensor_maps(with_sections(p, workers, domains, int(sizeof(typename Cfg::T))),
+                                       kDType == DType::kBFloat16, Cfg::kBlockM, Cfg::kBlockN);
+  if constexpr (kTrace) args.trace = trace_sink();
   cfaMemsetAsync(p.tile_counters, 0, sizeof(int32_t) * domains, stream);
   CFA_LAUNCH(kernel, dim3(unsigned(workers)), dim3(Cfg::kThreads), Cfg::kSmemBytes, stream, args);
 #else
@@ -116,7 +117,9 @@ void launch_bwd_kv_sm90(const BwdParams& p, cfaStream_t stream) {
   using Kv = BwdKvKernelSm90<kDType, kHeadDim, kWindowed, kDq, kPlain>;
   auto kernel = bwd_kv_kernel_sm90<kDType, kHeadDim, kWindowed, kDq, kPlain>;
   const BwdParams q = with_kv_sections(p, resident_workgroups<Kv>(kernel), int(sizeof(typename Kv::T)));
-  launch_main_pass<Kv>(kernel, q, with_tensor_maps(q, kDType == DType::kBFloat16, Kv::kAddsDq, Kv::kBlockM), stream);
+  TmaBwdParams args = with_tensor_maps(q, kDType == DType::kBFloat16, Kv::kAddsDq, Kv::kBlockM);
+  if constexpr (kTrace) args.trace = trace_sink();
+  launch_main_pass<Kv>(kernel, q, args, stream);
 }
 #endif
 

@@ -5,6 +5,7 @@
 
 #include "build_config.h"
 
+#include "kernels/trace.h"
 #include "locality/bind_locality.h"
 #include "mapping/mapping.h"
 #include "mapping/topology.h"
@@ -82,7 +83,19 @@ py::dict build_info() {
   d["gpu_compiler"] = CHIPLET_FA_GPU_COMPILER;
   d["torch"] = CHIPLET_FA_TORCH_VERSION;
   d["cxx_runtime"] = CHIPLET_FA_CXX_RUNTIME;
+  d["trace"] = kTrace;
   return d;
+}
+
+// A traced build (kernels/trace.h): the sm90 launches that follow record into the zeroed int32
+// buffer at `words` (kTraceWords a event, workgroups * kTraceRoles * slots events); 0 stops it.
+void trace_set(uint64_t words, int64_t workgroups, int64_t slots) {
+  TORCH_CHECK(kTrace, "chiplet_fa._C._trace_set: this build records no traces (build with CHIPLET_FA_TRACE=1)");
+  TORCH_CHECK_VALUE(workgroups >= 0 && workgroups <= INT32_MAX && slots >= 0 && slots <= INT32_MAX,
+                    "_trace_set: workgroups and slots must be in 0..2^31-1, got ", workgroups, " and ", slots);
+  TORCH_CHECK_VALUE(words % 16 == 0, "_trace_set: the buffer must be 16-byte aligned");
+  trace_sink() = words ? TraceSink{reinterpret_cast<uint32_t*>(words), int32_t(workgroups), int32_t(slots)}
+                       : TraceSink{};
 }
 
 // The kernel family a call on `device` runs: "cpu" on the CPU (in an emulated build, with the
@@ -126,6 +139,8 @@ PYBIND11_MODULE(_C, m) {
         [](const std::string& device) { return chiplet_fa::detect_num_xcds(c10::Device(device)); },
         py::arg("device"), "L2 domains the op detects on device: what num_xcds=-1 resolves to");
   m.def("build_info", &chiplet_fa::build_info, "What this build holds (backend, archs, instantiations, compilers)");
+  m.def("_trace_set", &chiplet_fa::trace_set, py::arg("words"), py::arg("workgroups"), py::arg("slots"),
+        "A traced build: where the sm90 kernels record their timelines (bench/trace.py); words=0 stops");
   m.def("kernel_path", &chiplet_fa::device_kernel_path, py::arg("device"),
         "The kernel family a call on `device` runs, with the device it was chosen for");
   py::tuple names(chiplet_fa::kNumMappings);

@@ -42,6 +42,7 @@
 #include "kernels/bwd_params.h"
 #include "kernels/scores.h"
 #include "kernels/sm90/tma_params.h"
+#include "kernels/sm90/trace_events.h"
 #include "mapping/mapping.h"
 #include "kernels/tile_io.h"
 
@@ -231,6 +232,7 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
     const Keys& keys = sm.keys;
     if (threadIdx.x == 0) {
       sm.keys = keys_of(p, map_kv_workgroup(p, blockIdx.x));
+      trace_keys(a, kTraceWorkgroup, 0, TraceKind::kBwdBegin, sm.keys);
       arch::mbarrier_init(&sm.bar.kv_full, kWgThreads);
       for (int s = 0; s < kStages; ++s) {
         arch::mbarrier_init(&sm.bar.full[s], kWgThreads);
@@ -242,10 +244,18 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
     if (wg == 0) {
       arch::release_registers<kProducerRegs>();
       produce(a, sm, keys);
+      if (threadIdx.x == 0) trace_keys(a, kTraceWorkgroup, 1, TraceKind::kBwdProducerEnd, keys);
     } else {
       arch::claim_registers<kConsumerRegs>();
       consume(a, sm, keys, wg - 1);
+      if (threadIdx.x % kWgThreads == 0) trace_keys(a, wg - 1, 0, TraceKind::kBwdConsumerEnd, keys);
     }
+  }
+
+  // A traced build's event (kernels/trace.h): the workgroup's steps, key block, batch and split.
+  static CFA_DEVICE void trace_keys(const TmaBwdParams& a, int role, int n, TraceKind kind, const Keys& keys) {
+    const uint32_t block = uint32_t(keys.tile.kv_head) << 16 | uint32_t(keys.tile.n_block);
+    trace_event(a.trace, role, n, kind, walk_steps(a.p, keys), block, keys.tile.batch, keys.tile.split);
   }
 
   static CFA_DEVICE void produce(const TmaBwdParams& a, Smem& sm, const Keys& keys) {

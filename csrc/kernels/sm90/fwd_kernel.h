@@ -30,6 +30,7 @@
 #include "kernels/sm90/epilogue.h"
 #include "kernels/sm90/tma_params.h"
 #include "kernels/sm90/tile_scheduler.h"
+#include "kernels/sm90/trace_events.h"
 #include "kernels/tile_io.h"
 #include "mapping/mapping.h"
 
@@ -159,7 +160,7 @@ struct FwdKernel : FwdWarps<arch::padded_head_dim(kHeadDim)> {
       else if (threadIdx.x == kProducerLanes) schedule(a.p, t);  // the other lanes and warps have nothing to do
     } else {
       arch::claim_registers<kConsumerRegs>();
-      consume(a.p, t, wg - 1);
+      consume(a.p, a.trace, t, wg - 1);
     }
   }
 
@@ -287,20 +288,30 @@ struct FwdKernel : FwdWarps<arch::padded_head_dim(kHeadDim)> {
   // The consumers' turns run on from tile to tile, in a ring: consumer 0 takes the first step, each
   // step hands the turn to the next consumer, and consumer 0 takes the turn the last one hands
   // over before it stops. So one consumer starts the next tile while the others finish the last one.
-  static CFA_DEVICE void consume(const FwdParams& p, const Slabs& t, int cw) {
+  // A traced build records each tile's start and end (kernels/trace.h).
+  static CFA_DEVICE void consume(const FwdParams& p, const TraceSink& trace, const Slabs& t, int cw) {
     if (cw == kConsumers - 1) arch::named_barrier_arrive(kTurnBarrier, kTurnThreads);
     for (int n = 0, ring = 0;; ++n) {
+      const uint32_t q0 = trace_clock();
       arch::mbarrier_wait(&t.bar->q_full[n % kQStages], q_phase_of(n));
+      const uint32_t q_wait = trace_clock() - q0;
       const TileInfo& info = t.info[n % kInfoSlots];
       if (info.none) break;
-      consume_tile(p, t, info, cw, arch::warp_uniform(ring), n % kQStages);
+      const bool tracer = threadIdx.x % kWgThreads == 0;
+      const uint32_t where = uint32_t(info.tile.q_head) << 16 | uint32_t(info.tile.m_block);
+      if (tracer) trace_event(trace, cw, 2 * n, TraceKind::kFwdTileBegin, info.tile.batch, where, info.n_blocks(), q_wait);
+      const uint32_t c0 = trace_clock();
+      const uint32_t k_wait = consume_tile(p, t, info, cw, arch::warp_uniform(ring), n % kQStages);
+      if (tracer)
+        trace_event(trace, cw, 2 * n + 1, TraceKind::kFwdTileEnd, trace_clock() - c0, where, info.n_blocks(), k_wait);
       ring += info.n_blocks();
     }
     if (cw == 0) arch::named_barrier_sync(kTurnBarrier, kTurnThreads);
   }
 
-  static CFA_DEVICE void consume_tile(const FwdParams& p, const Slabs& t, const TileInfo& info, int cw, int ring0,
-                                      int qs) {
+  // Returns the cycles its steps waited for K blocks (a traced build's; 0 otherwise).
+  static CFA_DEVICE uint32_t consume_tile(const FwdParams& p, const Slabs& t, const TileInfo& info, int cw, int ring0,
+                                          int qs) {
     const T* sQ = t.sQ + qs * QTile::kElems;
     const ScoreMod mod(p, info.tile.batch, info.tile.q_head, info.seq);
     const int lane = threadIdx.x % 32;
@@ -323,10 +334,15 @@ struct FwdKernel : FwdWarps<arch::padded_head_dim(kHeadDim)> {
     // instantiations: ptxas serialises a wgmma under a runtime branch, and if-converts a masking
     // branch into selects on every block.
     RingSlot cur{stage_of(ring0), phase_of(ring0)}, prev = cur;
+    uint32_t k_wait = 0;
     auto step = [&](int j, auto has_qk, auto has_pv, auto masked) {
       constexpr bool kQK = decltype(has_qk)::value, kPV = decltype(has_pv)::value;
       const int stage = cur.stage;
-      if constexpr (kQK) arch::mbarrier_wait(&t.bar->k_full[stage], cur.phase);
+      if constexpr (kQK) {
+        const uint32_t k0 = trace_clock();
+        arch::mbarrier_wait(&t.bar->k_full[stage], cur.phase);
+        k_wait += trace_clock() - k0;
+      }
       if constexpr (kPV) arch::mbarrier_wait(&t.bar->v_full[prev.stage], prev.phase);
       // The block's first key and (masked) the window from the tile's slot in shared memory before
       // the products: read after QK^T's wait, their loads' latency was on the step's path.
@@ -415,6 +431,7 @@ struct FwdKernel : FwdWarps<arch::padded_head_dim(kHeadDim)> {
     float inv_sum[Softmax::kSlots];
     softmax.finish(inv_sum, info.g.lse, info.seq.len_q, warp_row0, lane);
     store_output(info.g.out, p.o_row_stride, o, inv_sum, warp_row0, info.seq.len_q, p.head_dim, lane);
+    return k_wait;
   }
 
   // The tile's key blocks (from its first, [first, end)) that some row of consumer cw sees; the

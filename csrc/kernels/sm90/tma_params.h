@@ -10,12 +10,15 @@
 #include "arch/sm90_tma.h"
 #include "kernels/bwd_params.h"
 #include "kernels/fwd_params.h"
+#include "kernels/trace.h"
 
 namespace chiplet_fa::CFA_FAMILY {
 
+// The trace sink last, so that a default build's parameters keep their offsets.
 struct TmaFwdParams {
   FwdParams p;
   CUtensorMap q, k, v;
+  TraceSink trace;
 };
 // q and dout, which the producer loads a query block of at a time, and dq: the fp32 (or fixed-point int32) dQ accumulator
 // (laid out like q, BwdParams), which a consumer adds its dQ share of a query block into;
@@ -23,6 +26,7 @@ struct TmaFwdParams {
 struct TmaBwdParams {
   BwdParams p;
   CUtensorMap q, dout, dq;
+  TraceSink trace;
 };
 
 // One of the call's tensors (q, k, v, dout, dq_accum) for the copy engine: strides of dims of one

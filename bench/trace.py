@@ -1,0 +1,205 @@
+"""Workgroup timelines of the sm90 kernels, from a diagnostic build (csrc/kernels/trace.h):
+when each SM ran which tile, which Nsight Compute's totals cannot say.
+
+  CHIPLET_FA_TRACE=1 CHIPLET_FA_DTYPES=bf16 CHIPLET_FA_HDIMS=64,128 pip install --no-build-isolation .
+  python bench/trace.py --shapes 8,16,16,2048,64,1 1,32,32,8192,128,0 --mappings head_first block_first --out DIR
+  (bash bench/device_run.sh trace, with CHIPLET_FA_TRACE=1 and TRACE_ARGS)
+
+Shapes are B,H_q,H_kv,N,D,causal. For each shape and mapping it runs the forward and the
+backward's main pass once untraced, then once traced, and writes trace_<gpu>.md and .json:
+  forward (persistent workers): the span from the first tile's start to the last one's end; the
+    workers' idle share at the end (the tail) and at the start; a fit of a consumer's tile time
+    to its key blocks (the fixed cost of a tile and the cost of a block); the share of the
+    consumers' tile cycles spent waiting for K, and the cycles a tile's Q kept them waiting;
+  backward (one workgroup per key block): the span; the gap on an SM between one workgroup's
+    last consumer and the next workgroup's start (launch and teardown); a fit of a workgroup's
+    time to its steps (fixed cost of a workgroup, cost of a step); the tail.
+A traced kernel runs a few instructions more per tile than the default build's: its times are
+for comparing tiles and mappings within one run, not for the tables of fwd.py and bwd.py.
+"""
+import sys
+from collections import defaultdict
+from pathlib import Path
+from typing import NamedTuple
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from timing import gpu_bench_args, save_results  # noqa: E402
+
+WORDS, ROLES, WORKGROUP_ROLE = 8, 8, 7  # kernels/trace.h: kTraceWords, kTraceRoles, kTraceWorkgroup
+FWD_BEGIN, FWD_END, BWD_BEGIN, BWD_CONSUMER_END, BWD_PRODUCER_END = 1, 2, 3, 4, 5
+
+
+class Event(NamedTuple):
+    ns: int
+    kind: int
+    role: int
+    sm: int
+    workgroup: int
+    n: int  # the event's slot: its index among its role's events
+    fields: tuple
+
+
+def decode(words, slots):
+    """The recorded events of an int32 trace buffer (kernels/trace.h's layout); empty slots skipped."""
+    rows = words.view(-1, WORDS).tolist()
+    events = []
+    for i, w in enumerate(rows):
+        u = [x & 0xFFFFFFFF for x in w]
+        if u[2] & 0xFF == 0:
+            continue
+        events.append(Event(u[0] | u[1] << 32, u[2] & 0xFF, (u[2] >> 8) & 0xFF, u[2] >> 16, u[3], i % slots,
+                            tuple(u[4:])))
+    return events
+
+
+def fit(xs, ys):
+    """Least-squares (intercept, slope) of ys on xs; slope 0 when xs do not vary."""
+    n = len(xs)
+    mx, my = sum(xs) / n, sum(ys) / n
+    sxx = sum((x - mx) ** 2 for x in xs)
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx if sxx else 0.0
+    return my - slope * mx, slope
+
+
+def idle_shares(spans, t0, t1):
+    """Mean share of [t0, t1] the units of spans {unit: (first start, last end)} sat idle before
+    their first start and after their last end."""
+    total = (t1 - t0) * len(spans)
+    head = sum(s - t0 for s, _ in spans.values()) / total
+    tail = sum(t1 - e for _, e in spans.values()) / total
+    return head, tail
+
+
+def summarize_fwd(events):
+    """The forward's timeline (see the top): one consumer tile is a begin and an end event."""
+    begins = {(e.workgroup, e.role, e.n // 2): e for e in events if e.kind == FWD_BEGIN}
+    ends = {(e.workgroup, e.role, e.n // 2): e for e in events if e.kind == FWD_END}
+    if not begins or begins.keys() != ends.keys():
+        raise RuntimeError(f"trace: {len(begins)} tile starts against {len(ends)} ends (events dropped?)")
+    t0 = min(e.ns for e in begins.values())
+    t1 = max(e.ns for e in ends.values())
+    workers = defaultdict(lambda: [t1, t0])
+    for key, b in begins.items():
+        w = workers[key[0]]
+        w[0], w[1] = min(w[0], b.ns), max(w[1], ends[key].ns)
+    head, tail = idle_shares({w: tuple(v) for w, v in workers.items()}, t0, t1)
+    blocks = [ends[k].fields[2] for k in begins]
+    ns = [ends[k].ns - begins[k].ns for k in begins]
+    fixed, per_block = fit(blocks, ns)
+    cycles = sum(ends[k].fields[0] for k in begins)
+    tiles = {(b.workgroup, b.n // 2) for b in begins.values()}
+    return {"span_us": (t1 - t0) / 1e3, "workers": len(workers), "tiles": len(tiles),
+            "consumer_tiles": len(begins), "idle_start": head, "idle_end": tail,
+            "tile_fixed_us": fixed / 1e3, "block_us": per_block / 1e3,
+            "k_wait_share": sum(e.fields[3] for e in ends.values()) / cycles if cycles else 0.0,
+            "q_wait_kcycles_per_tile": sum(b.fields[3] for b in begins.values()) / len(begins) / 1e3,
+            "clock_ghz": cycles / sum(ns) if sum(ns) else 0.0}
+
+
+def summarize_bwd(events):
+    """The backward main pass's timeline (see the top): a workgroup's start and its consumers' ends."""
+    begin = {e.workgroup: e for e in events if e.kind == BWD_BEGIN}
+    end = defaultdict(int)
+    for e in events:
+        if e.kind == BWD_CONSUMER_END:
+            end[e.workgroup] = max(end[e.workgroup], e.ns)
+    if not begin or begin.keys() != end.keys():
+        raise RuntimeError(f"trace: {len(begin)} workgroup starts against {len(end)} ends (events dropped?)")
+    t0, t1 = min(e.ns for e in begin.values()), max(end.values())
+    by_sm = defaultdict(list)
+    for w, b in begin.items():
+        by_sm[b.sm].append((b.ns, end[w]))
+    gaps = [nxt[0] - prev[1] for runs in by_sm.values() for prev, nxt in zip(sorted(runs), sorted(runs)[1:])]
+    _, tail = idle_shares({sm: (min(r)[0], max(e for _, e in r)) for sm, r in by_sm.items()}, t0, t1)
+    fixed, per_step = fit([b.fields[0] for b in begin.values()], [end[w] - b.ns for w, b in begin.items()])
+    return {"span_us": (t1 - t0) / 1e3, "workgroups": len(begin), "sms": len(by_sm),
+            "gap_us": sum(gaps) / len(gaps) / 1e3 if gaps else 0.0, "idle_end": tail,
+            "workgroup_fixed_us": fixed / 1e3, "step_us": per_step / 1e3,
+            "gap_share": sum(gaps) / ((t1 - t0) * len(by_sm))}
+
+
+def traced(fn, workgroups, slots):
+    """The events of one traced call of fn (whose launches record into a fresh buffer)."""
+    from chiplet_fa import _C
+
+    words = torch.zeros(workgroups * ROLES * slots * WORDS, dtype=torch.int32, device="cuda")
+    fn()  # untraced first: one-time work (tensor maps, allocations) stays out of the timeline
+    torch.cuda.synchronize()
+    _C._trace_set(words.data_ptr(), workgroups, slots)
+    try:
+        fn()
+        torch.cuda.synchronize()
+    finally:
+        _C._trace_set(0, 0, 0)
+    return decode(words.cpu(), slots)
+
+
+def trace_shape(b, hq, hkv, n, d, causal, mapping):
+    """(forward summary, backward summary) of one shape and mapping."""
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    q, k, v = (torch.randn(b, n, h, d, device="cuda", dtype=torch.bfloat16, generator=gen) for h in (hq, hkv, hkv))
+    ops = torch.ops.chiplet_fa
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    block_m = 192 if d <= 64 else 128
+    tiles = b * hq * -(-n // block_m)
+    # Workers take tiles from a queue: a few times the mean share bounds any one worker's.
+    fwd = summarize_fwd(traced(lambda: ops.fwd(q, k, v, None, causal, mapping, -1), sms,
+                               2 * (4 * -(-tiles // sms) + 8)))
+    if fwd["tiles"] != tiles:  # at most one worker an SM (kernels/sm90/tile_scheduler.h)
+        raise RuntimeError(f"trace: {fwd['tiles']} forward tiles recorded of {tiles}")
+    out, lse = ops.fwd(q, k, v, None, causal, mapping, -1)
+    dout = torch.randn_like(q)
+    key_blocks = b * hq * -(-n // 64)  # at least the main pass's workgroups, whatever its split
+    bwd = summarize_bwd(traced(lambda: ops.bwd(dout, q, k, v, out, lse, None, causal, mapping, -1, False),
+                               key_blocks, 2))
+    return fwd, bwd
+
+
+def markdown(rows, gpu, command):
+    lines = [f"# Workgroup timelines of the sm90 kernels ({gpu}, a traced build)\n", f"`{command}`\n",
+             "Forward: span, idle share of the workers at the start and the end, a consumer's tile = fixed + "
+             "per key block, the consumers' tile cycles waiting for K, Q's wait a tile.\n",
+             "| shape | mapping | span us | tiles | idle start | idle end | tile fixed us | block us | K wait | "
+             "Q wait kcyc | GHz |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        f = r["fwd"]
+        lines.append(f"| {r['shape']} | {r['mapping']} | {f['span_us']:.1f} | {f['tiles']} | {f['idle_start']:.1%} | "
+                     f"{f['idle_end']:.1%} | {f['tile_fixed_us']:.2f} | {f['block_us']:.3f} | "
+                     f"{f['k_wait_share']:.1%} | {f['q_wait_kcycles_per_tile']:.1f} | {f['clock_ghz']:.2f} |")
+    lines += ["\nBackward main pass: span, workgroups, mean gap on an SM between workgroups and its share of the "
+              "SMs' time, a workgroup = fixed + per step, idle share at the end.\n",
+              "| shape | mapping | span us | workgroups | gap us | gap share | workgroup fixed us | step us | idle end |",
+              "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        g = r["bwd"]
+        lines.append(f"| {r['shape']} | {r['mapping']} | {g['span_us']:.1f} | {g['workgroups']} | {g['gap_us']:.2f} | "
+                     f"{g['gap_share']:.1%} | {g['workgroup_fixed_us']:.2f} | {g['step_us']:.3f} | "
+                     f"{g['idle_end']:.1%} |")
+    return "\n".join(lines) + "\n"
+
+
+def main():
+    def extra(ap):
+        ap.add_argument("--shapes", nargs="+", required=True, help="B,H_q,H_kv,N,D,causal (causal 0 or 1) ...")
+        ap.add_argument("--mappings", nargs="+", default=["head_first"],
+                        choices=("block_first", "head_first", "swizzled_block_first", "swizzled_head_first"))
+
+    args = gpu_bench_args(__doc__, extra=extra)
+    import chiplet_fa
+
+    if not chiplet_fa.build_info()["trace"]:
+        sys.exit("trace.py needs a traced build: CHIPLET_FA_TRACE=1 pip install --no-build-isolation .")
+    rows = []
+    for shape in args.shapes:
+        b, hq, hkv, n, d, causal = (int(x) for x in shape.split(","))
+        for mapping in args.mappings:
+            fwd, bwd = trace_shape(b, hq, hkv, n, d, bool(causal), mapping)
+            rows.append({"shape": shape, "mapping": mapping, "fwd": fwd, "bwd": bwd})
+    md, _ = save_results(args.out, "trace", rows, markdown)
+    print(md)
+
+
+if __name__ == "__main__":
+    main()
