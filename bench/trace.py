@@ -43,12 +43,11 @@ class Event(NamedTuple):
 
 def decode(words, slots):
     """The recorded events of an int32 trace buffer (kernels/trace.h's layout); empty slots skipped."""
-    rows = words.view(-1, WORDS).tolist()
+    rows = words.view(-1, WORDS)
+    live = ((rows[:, 2] & 0xFF) != 0).nonzero().flatten()  # most slots of a sized-up buffer stay empty
     events = []
-    for i, w in enumerate(rows):
+    for i, w in zip(live.tolist(), rows[live].tolist()):
         u = [x & 0xFFFFFFFF for x in w]
-        if u[2] & 0xFF == 0:
-            continue
         events.append(Event(u[0] | u[1] << 32, u[2] & 0xFF, (u[2] >> 8) & 0xFF, u[2] >> 16, u[3], i % slots,
                             tuple(u[4:])))
     return events
