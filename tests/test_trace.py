@@ -25,11 +25,11 @@ def buffer(workgroups, events):
     return (words - (words >= 2 ** 31).long() * 2 ** 32).to(torch.int32)  # as the int32 buffer holds them
 
 
-def tile(w, role, n, start, end, blocks, q_wait=0, k_wait=0, cycles=None):
+def tile(w, role, n, start, end, blocks, q_wait=0, k_wait=0, k_first=0, cycles=None):
     """A consumer's n-th tile, from start to end (ns), of `blocks` key blocks."""
     cycles = 2 * (end - start) if cycles is None else cycles
     return [(w, role, 2 * n, trace.FWD_BEGIN, start, w, (0, 5 << 16 | n, blocks, q_wait)),
-            (w, role, 2 * n + 1, trace.FWD_END, end, w, (cycles, 5 << 16 | n, blocks, k_wait))]
+            (w, role, 2 * n + 1, trace.FWD_END, end, w, (cycles, k_first, blocks, k_wait))]
 
 
 def test_decode_reads_the_kernels_layout_and_skips_empty_slots():
@@ -40,8 +40,8 @@ def test_decode_reads_the_kernels_layout_and_skips_empty_slots():
 
 def test_fwd_summary_fits_tile_times_and_finds_the_tail():
     # Tiles take 1000 ns + 250 ns a block; worker 1 starts 500 ns late and ends 500 ns early.
-    events = (tile(0, 0, 0, 0, 2000, 4, q_wait=3000) + tile(0, 0, 1, 2000, 3500, 2, k_wait=1000)
-              + tile(1, 0, 0, 500, 3000, 6, k_wait=1000))
+    events = (tile(0, 0, 0, 0, 2000, 4, q_wait=3000, k_first=600) + tile(0, 0, 1, 2000, 3500, 2, k_wait=1000)
+              + tile(1, 0, 0, 500, 3000, 6, k_wait=400))
     s = trace.summarize_fwd(trace.decode(buffer(2, events), SLOTS))
     assert s["span_us"] == pytest.approx(3.5)
     assert (s["tiles"], s["workers"], s["consumer_tiles"]) == (3, 2, 3)
@@ -51,6 +51,7 @@ def test_fwd_summary_fits_tile_times_and_finds_the_tail():
     assert s["block_us"] == pytest.approx(0.25)
     assert s["k_wait_share"] == pytest.approx(2000 / (2 * 6000))
     assert s["q_wait_kcycles_per_tile"] == pytest.approx(1.0)
+    assert s["k_first_kcycles_per_tile"] == pytest.approx(0.2)
     assert s["clock_ghz"] == pytest.approx(2.0)
 
 

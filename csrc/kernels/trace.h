@@ -25,8 +25,8 @@ inline constexpr int kTraceRoles = 8, kTraceWorkgroup = 7;  // the last: events 
 
 enum class TraceKind : uint32_t {
   // forward, per tile and consumer (its n-th tile: events 2n, 2n + 1): begin [batch, q_head << 16
-  // | m_block, key blocks, cycles waiting for the tile's Q], end [the tile's cycles, the same two,
-  // cycles waiting for its K blocks].
+  // | m_block, key blocks, cycles waiting for the tile's Q], end [the tile's cycles, cycles waiting
+  // for its first K block, key blocks, cycles waiting for the others].
   kFwdTileBegin = 1,
   kFwdTileEnd = 2,
   // backward main pass, [steps, kv_head << 16 | n_block, batch, split]: the workgroup starts

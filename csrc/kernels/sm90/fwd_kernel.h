@@ -301,16 +301,21 @@ struct FwdKernel : FwdWarps<arch::padded_head_dim(kHeadDim)> {
       const uint32_t where = uint32_t(info.tile.q_head) << 16 | uint32_t(info.tile.m_block);
       if (tracer) trace_event(trace, cw, 2 * n, TraceKind::kFwdTileBegin, info.tile.batch, where, info.n_blocks(), q_wait);
       const uint32_t c0 = trace_clock();
-      const uint32_t k_wait = consume_tile(p, t, info, cw, arch::warp_uniform(ring), n % kQStages);
+      const KWaits k_wait = consume_tile(p, t, info, cw, arch::warp_uniform(ring), n % kQStages);
       if (tracer)
-        trace_event(trace, cw, 2 * n + 1, TraceKind::kFwdTileEnd, trace_clock() - c0, where, info.n_blocks(), k_wait);
+        trace_event(trace, cw, 2 * n + 1, TraceKind::kFwdTileEnd, trace_clock() - c0, k_wait.first, info.n_blocks(),
+                    k_wait.rest);
       ring += info.n_blocks();
     }
     if (cw == 0) arch::named_barrier_sync(kTurnBarrier, kTurnThreads);
   }
 
-  // Returns the cycles its steps waited for K blocks (a traced build's; 0 otherwise).
-  static CFA_DEVICE uint32_t consume_tile(const FwdParams& p, const Slabs& t, const TileInfo& info, int cw, int ring0,
+  // Cycles a consumer's steps waited for K: the tile's first block (it comes with the tile's Q) and
+  // the others. A traced build's; 0 otherwise.
+  struct KWaits {
+    uint32_t first = 0, rest = 0;
+  };
+  static CFA_DEVICE KWaits consume_tile(const FwdParams& p, const Slabs& t, const TileInfo& info, int cw, int ring0,
                                           int qs) {
     const T* sQ = t.sQ + qs * QTile::kElems;
     const ScoreMod mod(p, info.tile.batch, info.tile.q_head, info.seq);
@@ -334,14 +339,14 @@ struct FwdKernel : FwdWarps<arch::padded_head_dim(kHeadDim)> {
     // instantiations: ptxas serialises a wgmma under a runtime branch, and if-converts a masking
     // branch into selects on every block.
     RingSlot cur{stage_of(ring0), phase_of(ring0)}, prev = cur;
-    uint32_t k_wait = 0;
+    KWaits k_wait;
     auto step = [&](int j, auto has_qk, auto has_pv, auto masked) {
       constexpr bool kQK = decltype(has_qk)::value, kPV = decltype(has_pv)::value;
       const int stage = cur.stage;
       if constexpr (kQK) {
         const uint32_t k0 = trace_clock();
         arch::mbarrier_wait(&t.bar->k_full[stage], cur.phase);
-        k_wait += trace_clock() - k0;
+        (kPV ? k_wait.rest : k_wait.first) += trace_clock() - k0;  // only the first step has no PV
       }
       if constexpr (kPV) arch::mbarrier_wait(&t.bar->v_full[prev.stage], prev.phase);
       // The block's first key and (masked) the window from the tile's slot in shared memory before
