@@ -149,7 +149,8 @@ def trace_shape(b, hq, hkv, n, d, causal, mapping):
     fwd = summarize_fwd(traced(lambda: ops.fwd(q, k, v, None, causal, mapping, -1), sms,
                                2 * (4 * -(-tiles // sms) + 8)))
     if fwd["tiles"] != tiles:  # at most one worker an SM (kernels/sm90/tile_scheduler.h)
-        raise RuntimeError(f"trace: {fwd['tiles']} forward tiles recorded of {tiles}")
+        raise RuntimeError(f"trace: {fwd['tiles']} forward tiles recorded of {tiles} (slots overrun, or the build "
+                           f"runs D = {d} on another head dim's tiles: CHIPLET_FA_HDIMS should name {d})")
     out, lse = ops.fwd(q, k, v, None, causal, mapping, -1)
     dout = torch.randn_like(q)
     key_blocks = b * hq * -(-n // 64)  # at least the main pass's workgroups, whatever its split

@@ -106,3 +106,15 @@ def test_a_default_build_records_no_trace():
     assert chiplet_fa.build_info()["trace"] is False
     with pytest.raises(RuntimeError, match="CHIPLET_FA_TRACE=1"):
         _C._trace_set(0, 0, 0)
+
+
+def test_the_layout_constants_are_the_headers():
+    import re
+
+    header = (ROOT / "csrc" / "kernels" / "trace.h").read_text()
+    constant = {name: int(v) for name, v in re.findall(r"\b(k\w+) = (\d+)", header)}
+    assert (constant["kTraceWords"], constant["kTraceRoles"], constant["kTraceWorkgroup"]) == (
+        trace.WORDS, trace.ROLES, trace.WORKGROUP_ROLE)
+    assert (constant["kFwdTileBegin"], constant["kFwdTileEnd"], constant["kBwdBegin"], constant["kBwdConsumerEnd"],
+            constant["kBwdProducerEnd"]) == (trace.FWD_BEGIN, trace.FWD_END, trace.BWD_BEGIN,
+                                             trace.BWD_CONSUMER_END, trace.BWD_PRODUCER_END)
