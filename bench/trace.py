@@ -11,13 +11,15 @@ backward's main pass once untraced, then once traced, and writes trace_<gpu>.md 
     workers' idle share at the end (the tail) and at the start; a fit of a consumer's tile time
     to its key blocks (the fixed cost of a tile and the cost of a block); the share of the
     consumers' tile cycles spent waiting for K, and the cycles a tile's Q and its first K block
-    kept them waiting (the copies a tile starts with);
+    kept them waiting (the copies a tile starts with); each head's time a key block, whose spread
+    says whether some heads' K/V are served slower (NOTES "Next" 6: placement in the L2);
   backward (one workgroup per key block): the span; the gap on an SM between one workgroup's
     last consumer and the next workgroup's start (launch and teardown); a fit of a workgroup's
     time to its steps (fixed cost of a workgroup, cost of a step); the tail.
 A traced kernel runs a few instructions more per tile than the default build's: its times are
 for comparing tiles and mappings within one run, not for the tables of fwd.py and bwd.py.
 """
+import statistics
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -90,13 +92,26 @@ def summarize_fwd(events):
     fixed, per_block = fit(blocks, ns)
     cycles = sum(ends[k].fields[0] for k in begins)
     tiles = {(b.workgroup, b.n // 2) for b in begins.values()}
+    heads = per_head_block_ns(begins, ends)
     return {"span_us": (t1 - t0) / 1e3, "workers": len(workers), "tiles": len(tiles),
             "consumer_tiles": len(begins), "idle_start": head, "idle_end": tail,
             "tile_fixed_us": fixed / 1e3, "block_us": per_block / 1e3,
             "k_wait_share": sum(e.fields[1] + e.fields[3] for e in ends.values()) / cycles if cycles else 0.0,
             "q_wait_kcycles_per_tile": sum(b.fields[3] for b in begins.values()) / len(begins) / 1e3,
             "k_first_kcycles_per_tile": sum(e.fields[1] for e in ends.values()) / len(ends) / 1e3,
-            "clock_ghz": cycles / sum(ns) if sum(ns) else 0.0}
+            "clock_ghz": cycles / sum(ns) if sum(ns) else 0.0,
+            "head_block_us": [heads[0] / 1e3, statistics.median(heads) / 1e3, heads[-1] / 1e3] if heads else None}
+
+
+def per_head_block_ns(begins, ends):
+    """Each (batch, query head)'s consumer time a key block, sorted: whether some heads' K/V are
+    served slower than others' (where their lines lie in the L2), which the fit's mean hides."""
+    ns, blocks = defaultdict(int), defaultdict(int)
+    for key, b in begins.items():
+        head = (b.fields[0], b.fields[1] >> 16)
+        ns[head] += ends[key].ns - b.ns
+        blocks[head] += b.fields[2]
+    return sorted(ns[h] / blocks[h] for h in ns if blocks[h])
 
 
 def summarize_bwd(events):
@@ -162,15 +177,18 @@ def trace_shape(b, hq, hkv, n, d, causal, mapping):
 def markdown(rows, gpu, command):
     lines = [f"# Workgroup timelines of the sm90 kernels ({gpu}, a traced build)\n", f"`{command}`\n",
              "Forward: span, idle share of the workers at the start and the end, a consumer's tile = fixed + "
-             "per key block, the consumers' tile cycles waiting for K, the waits a tile for its Q and first K block.\n",
+             "per key block, the consumers' tile cycles waiting for K, the waits a tile for its Q and first K block, "
+             "a head's time a key block (min / median / max over the heads).\n",
              "| shape | mapping | span us | tiles | idle start | idle end | tile fixed us | block us | K wait | "
-             "Q wait kcyc | K0 wait kcyc | GHz |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "Q wait kcyc | K0 wait kcyc | GHz | head block us |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         f = r["fwd"]
         lines.append(f"| {r['shape']} | {r['mapping']} | {f['span_us']:.1f} | {f['tiles']} | {f['idle_start']:.1%} | "
                      f"{f['idle_end']:.1%} | {f['tile_fixed_us']:.2f} | {f['block_us']:.3f} | "
                      f"{f['k_wait_share']:.1%} | {f['q_wait_kcycles_per_tile']:.1f} | "
-                     f"{f['k_first_kcycles_per_tile']:.1f} | {f['clock_ghz']:.2f} |")
+                     f"{f['k_first_kcycles_per_tile']:.1f} | {f['clock_ghz']:.2f} | "
+                     + ("-" if f["head_block_us"] is None else " / ".join(f"{x:.3f}" for x in f["head_block_us"]))
+                     + " |")
     lines += ["\nBackward main pass: span, workgroups, mean gap on an SM between workgroups and its share of the "
               "SMs' time, a workgroup = fixed + per step, idle share at the end.\n",
               "| shape | mapping | span us | workgroups | gap us | gap share | workgroup fixed us | step us | idle end |",

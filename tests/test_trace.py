@@ -53,6 +53,15 @@ def test_fwd_summary_fits_tile_times_and_finds_the_tail():
     assert s["q_wait_kcycles_per_tile"] == pytest.approx(1.0)
     assert s["k_first_kcycles_per_tile"] == pytest.approx(0.2)
     assert s["clock_ghz"] == pytest.approx(2.0)
+    # Every tile is head 5 of batch 0: (2000 + 1500 + 2500) ns over 12 blocks.
+    assert s["head_block_us"] == pytest.approx([0.5, 0.5, 0.5])
+
+
+def test_fwd_summary_spreads_the_heads_block_times():
+    slow = [(w, r, n, k, ns, sm, (f[0], 7 << 16, *f[2:]) if k == trace.FWD_BEGIN else f)
+            for w, r, n, k, ns, sm, f in tile(0, 0, 1, 1000, 3000, 2)]
+    s = trace.summarize_fwd(trace.decode(buffer(1, tile(0, 0, 0, 0, 1000, 2) + slow), SLOTS))
+    assert s["head_block_us"] == pytest.approx([0.5, 0.75, 1.0])
 
 
 def test_fwd_summary_counts_a_tile_once_over_its_consumers():
@@ -118,3 +127,12 @@ def test_the_layout_constants_are_the_headers():
     assert (constant["kFwdTileBegin"], constant["kFwdTileEnd"], constant["kBwdBegin"], constant["kBwdConsumerEnd"],
             constant["kBwdProducerEnd"]) == (trace.FWD_BEGIN, trace.FWD_END, trace.BWD_BEGIN,
                                              trace.BWD_CONSUMER_END, trace.BWD_PRODUCER_END)
+
+
+def test_markdown_has_a_row_a_pass_for_each_shape_and_mapping():
+    fwd = trace.summarize_fwd(trace.decode(buffer(1, tile(0, 0, 0, 0, 1000, 2)), SLOTS))
+    bwd = trace.summarize_bwd(trace.decode(buffer(1, workgroup(0, 0, 0, (900, 1000), 4)), SLOTS))
+    rows = [{"shape": "8,16,16,2048,64,1", "mapping": m, "fwd": fwd, "bwd": bwd} for m in ("head_first", "block_first")]
+    md = trace.markdown(rows, "GPU", "python bench/trace.py")
+    assert sum(line.startswith("| 8,16,16,2048,64,1 | ") for line in md.splitlines()) == 4
+    assert "0.500 / 0.500 / 0.500" in md
