@@ -85,7 +85,10 @@ class CMakeBuild(build_ext):
                 options.append(f"-D{var}=" + os.environ[var].replace(",", ";"))
             else:
                 options.append(f"-U{var}")
-        options.append("-DCHIPLET_FA_TRACE=" + ("ON" if os.environ.get("CHIPLET_FA_TRACE") == "1" else "OFF"))
+        trace = os.environ.get("CHIPLET_FA_TRACE", "0").strip() or "0"
+        if trace not in ("0", "1"):
+            raise ValueError(f"CHIPLET_FA_TRACE must be 0 or 1 (a diagnostic build), got {trace!r}")
+        options.append("-DCHIPLET_FA_TRACE=" + ("ON" if trace == "1" else "OFF"))
         print(f"chiplet_fa: building in {build_dir} with {' '.join(options)}", flush=True)
         subprocess.check_call([
             "cmake", "-S", str(ROOT), "-B", str(build_dir), "-G", "Ninja",

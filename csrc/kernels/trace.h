@@ -5,7 +5,7 @@
 //
 // The sink is a zeroed buffer of kTraceWords-word events: workgroup w's role r (a consumer
 // warpgroup, or kTraceWorkgroup) writes its event n at ((w * kTraceRoles + r) * slots + n), so no
-// atomic orders the writers; events past `slots` are dropped (bench/trace.py counts them).
+// atomic orders the writers; events past `slots` are dropped (bench/trace.py checks its counts).
 //   word 0, 1  %globaltimer (ns; one clock for every SM)
 //   word 2     kind | role << 8 | %smid << 16
 //   word 3     the workgroup (blockIdx.x)
