@@ -57,12 +57,19 @@ def decode(words, slots):
 
 
 def fit(xs, ys):
-    """Least-squares (intercept, slope) of ys on xs; slope 0 when xs do not vary."""
+    """Least-squares (intercept, slope) of ys on xs. Where xs do not vary (a non-causal grid's
+    equal tiles) there is no intercept to find: (None, mean y / mean x)."""
     n = len(xs)
     mx, my = sum(xs) / n, sum(ys) / n
     sxx = sum((x - mx) ** 2 for x in xs)
-    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx if sxx else 0.0
+    if not sxx:
+        return None, my / mx if mx else 0.0
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx
     return my - slope * mx, slope
+
+
+def us(ns):
+    return None if ns is None else ns / 1e3
 
 
 def idle_shares(spans, t0, t1):
@@ -95,7 +102,7 @@ def summarize_fwd(events):
     heads = per_head_block_ns(begins, ends)
     return {"span_us": (t1 - t0) / 1e3, "workers": len(workers), "tiles": len(tiles),
             "consumer_tiles": len(begins), "idle_start": head, "idle_end": tail,
-            "tile_fixed_us": fixed / 1e3, "block_us": per_block / 1e3,
+            "tile_fixed_us": us(fixed), "block_us": us(per_block),
             "k_wait_share": sum(e.fields[1] + e.fields[3] for e in ends.values()) / cycles if cycles else 0.0,
             "q_wait_kcycles_per_tile": sum(b.fields[3] for b in begins.values()) / len(begins) / 1e3,
             "k_first_kcycles_per_tile": sum(e.fields[1] for e in ends.values()) / len(ends) / 1e3,
@@ -132,7 +139,7 @@ def summarize_bwd(events):
     fixed, per_step = fit([b.fields[0] for b in begin.values()], [end[w] - b.ns for w, b in begin.items()])
     return {"span_us": (t1 - t0) / 1e3, "workgroups": len(begin), "sms": len(by_sm),
             "gap_us": sum(gaps) / len(gaps) / 1e3 if gaps else 0.0, "idle_end": tail,
-            "workgroup_fixed_us": fixed / 1e3, "step_us": per_step / 1e3,
+            "workgroup_fixed_us": us(fixed), "step_us": us(per_step),
             "gap_share": sum(gaps) / ((t1 - t0) * len(by_sm))}
 
 
@@ -174,29 +181,34 @@ def trace_shape(b, hq, hkv, n, d, causal, mapping):
     return fwd, bwd
 
 
+def cell(value, spec):
+    return "-" if value is None else format(value, spec)
+
+
 def markdown(rows, gpu, command):
     lines = [f"# Workgroup timelines of the sm90 kernels ({gpu}, a traced build)\n", f"`{command}`\n",
              "Forward: span, idle share of the workers at the start and the end, a consumer's tile = fixed + "
-             "per key block, the consumers' tile cycles waiting for K, the waits a tile for its Q and first K block, "
+             "per key block (no fixed part where every tile has as many blocks), the consumers' tile cycles waiting for K, the waits a tile for its Q and first K block, "
              "a head's time a key block (min / median / max over the heads).\n",
              "| shape | mapping | span us | tiles | idle start | idle end | tile fixed us | block us | K wait | "
              "Q wait kcyc | K0 wait kcyc | GHz | head block us |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         f = r["fwd"]
         lines.append(f"| {r['shape']} | {r['mapping']} | {f['span_us']:.1f} | {f['tiles']} | {f['idle_start']:.1%} | "
-                     f"{f['idle_end']:.1%} | {f['tile_fixed_us']:.2f} | {f['block_us']:.3f} | "
+                     f"{f['idle_end']:.1%} | {cell(f['tile_fixed_us'], '.2f')} | {f['block_us']:.3f} | "
                      f"{f['k_wait_share']:.1%} | {f['q_wait_kcycles_per_tile']:.1f} | "
                      f"{f['k_first_kcycles_per_tile']:.1f} | {f['clock_ghz']:.2f} | "
-                     + ("-" if f["head_block_us"] is None else " / ".join(f"{x:.3f}" for x in f["head_block_us"]))
+                     + cell(f["head_block_us"] and " / ".join(f"{x:.3f}" for x in f["head_block_us"]), "")
                      + " |")
     lines += ["\nBackward main pass: span, workgroups, mean gap on an SM between workgroups and its share of the "
-              "SMs' time, a workgroup = fixed + per step, idle share at the end.\n",
+              "SMs' time, a workgroup = fixed + per step (no fixed part where every workgroup has as many steps), "
+              "idle share at the end.\n",
               "| shape | mapping | span us | workgroups | gap us | gap share | workgroup fixed us | step us | idle end |",
               "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         g = r["bwd"]
         lines.append(f"| {r['shape']} | {r['mapping']} | {g['span_us']:.1f} | {g['workgroups']} | {g['gap_us']:.2f} | "
-                     f"{g['gap_share']:.1%} | {g['workgroup_fixed_us']:.2f} | {g['step_us']:.3f} | "
+                     f"{g['gap_share']:.1%} | {cell(g['workgroup_fixed_us'], '.2f')} | {g['step_us']:.3f} | "
                      f"{g['idle_end']:.1%} |")
     return "\n".join(lines) + "\n"
 

@@ -105,8 +105,8 @@ def test_bwd_summary_says_when_a_workgroup_has_no_end():
         trace.summarize_bwd(trace.decode(buffer(2, events), SLOTS))
 
 
-def test_fit_of_constant_xs_has_no_slope():
-    assert trace.fit([3, 3], [1.0, 3.0]) == (2.0, 0.0)
+def test_fit_of_constant_xs_has_no_intercept():
+    assert trace.fit([4, 4], [1.0, 3.0]) == (None, 0.5)
 
 
 def test_a_default_build_records_no_trace():
@@ -136,3 +136,4 @@ def test_markdown_has_a_row_a_pass_for_each_shape_and_mapping():
     md = trace.markdown(rows, "GPU", "python bench/trace.py")
     assert sum(line.startswith("| 8,16,16,2048,64,1 | ") for line in md.splitlines()) == 4
     assert "0.500 / 0.500 / 0.500" in md
+    assert "| - | 0.500 |" in md and "| - | 0.250 |" in md  # one tile, one workgroup: no fixed part to fit
