@@ -6,10 +6,12 @@ when each SM ran which tile, which Nsight Compute's totals cannot say.
   (bash bench/device_run.sh trace, with CHIPLET_FA_TRACE=1 and TRACE_ARGS)
 
 Shapes are B,H_q,H_kv,N,D,causal. For each shape and mapping it runs the forward and the
-backward's main pass once untraced, then once traced, and writes trace_<gpu>.md and .json:
+backward once untraced, then once traced (in the backward, its main pass records), and writes
+trace_<gpu>.md and .json:
   forward (persistent workers): the span from the first tile's start to the last one's end; the
     workers' idle share at the end (the tail) and at the start; a fit of a consumer's tile time
-    to its key blocks (the fixed cost of a tile and the cost of a block); the share of the
+    to its key blocks (the fixed cost of a tile and the cost of a block; a non-causal grid's equal
+    tiles give only the mean a block); the share of the
     consumers' tile cycles spent waiting for K, and the cycles a tile's Q and its first K block
     kept them waiting (the copies a tile starts with); each head's time a key block, whose spread
     says whether some heads' K/V are served slower (NOTES "Next" 6: placement in the L2);
