@@ -129,8 +129,7 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
     return dq_owner(p, it) * kDqSharePanels + p % kDqSharePanels;
   }
   // fp32 dQ staging: panels of 64 rows x 32 floats (one 128-byte swizzle row), laid out as the
-  // copy engine's 128-byte swizzle reads them (16-byte chunk index XOR row % 8), so a warp's
-  // float2 stores of 8 rows x 4 column pairs fall on 32 different banks.
+  // copy engine's 128-byte swizzle reads them (16-byte chunk index XOR row % 8).
   static constexpr int kDqPanelCols = arch::kTmaBoxBytes / 4, kDqPanels = 64 / kDqPanelCols;
   static constexpr int kDqPanelElems = kBlockM * kDqPanelCols;
   static CFA_DEVICE int dq_staging_offset(int r, int c) {
@@ -410,21 +409,34 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
       // kDqInTurn: dS^T is read; the other consumer may restage that buffer two steps on.
       if (kDqInTurn && it + 2 < steps)
         arch::named_barrier_arrive(kDsFree + it % 2, kConsumers * kWgThreads);
-      const int rows_left = int(keys.seq.len_q) - m0;  // rows of this block inside the sequence
+      // A float2 store is served a half-warp (4 rows) at a time, and the swizzle gives rows 2k and
+      // 2k + 1 the same two chunks (Nsight Compute: two wavefronts over the ideal per store). So
+      // odd rows store the column group two on (element i ^ 8, column ^ 16) in the same
+      // instruction: a half-warp's rows then cover all 32 banks, for a select per value.
+      const bool odd_row = l & 4;
+      auto staged = [&](int i) {
+        const int r = (warp % 4) * 16 + Acc::row(i, l), c = Acc::col(i, l) ^ (odd_row ? 16 : 0);
+        return sm.dq[dq_slot(panel0 + c / 64, it)] + dq_staging_offset(r, c % 64);
+      };
 #pragma unroll
       for (int i = 0; i < Acc::kSize; i += 2) {
-        const int r = (warp % 4) * 16 + Acc::row(i, l), c = Acc::col(i, l);
-        // A select, not a product: past the end dS is 0 * (NaN) where this sequence's K or V are
-        // non-finite, and in a packed batch those rows are the next sequence's.
-        const bool live = r < rows_left;
-        float* sdq = sm.dq[dq_slot(panel0 + c / 64, it)] + dq_staging_offset(r, c % 64);
+        const float x0 = odd_row ? dq.x[i ^ 8] : dq.x[i], x1 = odd_row ? dq.x[(i ^ 8) + 1] : dq.x[i + 1];
         if constexpr (kFixed) {
           const float unit = units[Acc::slot(i)];
-          *reinterpret_cast<int2*>(sdq) = make_int2(live ? __float2int_rn(dq.x[i] * unit) : 0,
-                                                    live ? __float2int_rn(dq.x[i + 1] * unit) : 0);
+          *reinterpret_cast<int2*>(staged(i)) = make_int2(__float2int_rn(x0 * unit), __float2int_rn(x1 * unit));
         } else {
-          *reinterpret_cast<float2*>(sdq) = make_float2(live ? dq.x[i] * scale : 0.f, live ? dq.x[i + 1] * scale : 0.f);
+          *reinterpret_cast<float2*>(staged(i)) = make_float2(x0 * scale, x1 * scale);
         }
+      }
+      // Rows past the sequence's end: a dense batch's lie outside dq's map (the copy engine drops
+      // them), but a packed batch's are the next sequence's, and past the end dS may be 0 * NaN
+      // (this sequence's K or V non-finite): there they are overwritten with zeros, so the common
+      // case stores each value without a select (64 FSEL a share at D = 128).
+      const int rows_left = int(keys.seq.len_q) - m0;
+      if (p.cu_seqlens_q && rows_left < kBlockM) {
+#pragma unroll
+        for (int i = 0; i < Acc::kSize; i += 2)
+          if ((warp % 4) * 16 + Acc::row(i, l) >= rows_left) *reinterpret_cast<int2*>(staged(i)) = make_int2(0, 0);
       }
       arch::fence_async_proxy();
       arch::named_barrier_sync(kDqBarrier + dq_slot(panel0, it), kWgThreads);
