@@ -50,9 +50,9 @@ def packed(d, dtype, kw):
                                         deterministic=deterministic)
 
 
-# GQA under a mask with the group's rows over 25 MB (16 x 2048 x 128 x 8 bytes): the atomic
-# backward splits each KV block's query heads over workgroups that add partial dK, dV in fp32
-# (sm90; kernel_binding.h, kv_split_for).
+# GQA under a mask with the group's rows over 25 MB (16 x 2048 x 128 x 8 bytes): the backward
+# splits each KV block's query heads over workgroups that add partial dK, dV in fp32, or
+# (deterministic) write them to a slice each (sm90; kernel_binding.h, kv_split_for).
 SPLIT = [(1, 2048, 2048, 16, 1, 128, True, torch.bfloat16, "head_first")]
 
 CASES = [(dense, c) for c in DENSE] + [(packed, c) for c in PACKED] + [(dense, c) for c in SPLIT]

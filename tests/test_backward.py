@@ -310,15 +310,24 @@ def test_dq_accumulator_starts_from_zero(lens, deterministic):
 @pytest.mark.gpu
 @pytest.mark.parametrize("mask, lens", [("causal", None), ("window", None), ("causal", [3000, 1, 4096, 700])])
 def test_gqa_group_split_over_workgroups(mask, lens):
-    # Under a mask with G x N x D x 8 bytes over 25 MB (here 8 x 4096 x 128), sm90's atomic
-    # backward gives each query head of a KV block a workgroup of its own, which adds its partial
-    # dK and dV in fp32 (kernel_binding.h, kv_split_for); deterministic mode keeps whole groups.
+    # Under a mask with G x N x D x 8 bytes over 25 MB (here 8 x 4096 x 128), sm90's backward
+    # gives each query head of a KV block a workgroup of its own, which adds its partial dK and
+    # dV in fp32, or in deterministic mode writes them to an fp32 slice of its own that the binding
+    # sums after the kernel (kernel_binding.h, kv_split_for). The slices are allocated uninitialised:
+    # memory of their size left full of NaN must not reach dK or dV.
     inputs, grads = deterministic_dq_case(4096, 4096, 8, 1, 128, mask, lens)
-    split, whole = grads(False), grads(True)
-    for a, b in zip(split, whole):
+    poison = [torch.full((8 * 4096 * 128,), float("nan"), device="cuda") for _ in range(8)]
+    del poison
+    first = grads(True)
+    for again in (grads(True), grads(True, "block_first", 1)):
+        assert all(torch.equal(a, b) for a, b in zip(first, again))
+    atomic = grads(False)
+    for a, b in zip(atomic, first):
+        assert torch.isfinite(b).all()
         torch.testing.assert_close(a, b, rtol=2e-2, atol=2e-2)
     if lens is None and mask == "causal":
-        assert_two_x_rule(split, *inputs, causal=True)
+        assert_two_x_rule(atomic, *inputs, causal=True)
+        assert_two_x_rule(first, *inputs, causal=True)
 
 
 def test_torch_deterministic_switch_selects_deterministic_mode():

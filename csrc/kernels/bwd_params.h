@@ -11,7 +11,8 @@
 //
 // Grids. The main kernel is KV-block parallel: one workgroup owns block_n keys of one KV head
 // and produces their dK/dV, looping over the G query heads of its group (no atomics for GQA), or
-// (kv_split > 1) over G / kv_split of them, adding its partial dK/dV into fp32 accumulators.
+// (kv_split > 1) over G / kv_split of them, adding its partial dK/dV into fp32 accumulators (or,
+// deterministic, writing them to a slice per split).
 // Its workgroups go through map_workgroup with rows = (batch, kv_head, split) and blocks =
 // n-blocks, GridShape{batch, num_kv_heads * kv_split, num_n_blocks, num_xcds, kv_block_offsets}:
 // the ACC is the KV head (or its split), so the Q/dO/LSE/D it streams stay in one L2 domain. The
@@ -63,10 +64,14 @@ struct BwdParams : FwdParams {
   const float* kv_absmax;
   void* dq_out;
   int32_t slice_col0;         // head dims split into column slices: the first column of dK, dV, dQ a launch writes
-  // Workgroups a KV block's query heads are split over (sm90, atomic dQ; kernel_binding.h says when):
-  // each takes G / kv_split of them, and dk, dv are fp32 accumulators (zeroed) that each adds its
+  // Workgroups a KV block's query heads are split over (sm90; kernel_binding.h says when): each
+  // takes G / kv_split of them, and dk, dv are fp32 accumulators (zeroed) that each adds its
   // partial dK, dV into. 1: one workgroup per KV block, dk and dv in the input type.
   int32_t kv_split = 1;
+  // Deterministic mode's split (fp32 sums in any order are not reproducible): split s writes its
+  // partial dK, dV at dk, dv + s * kv_partial_stride elements, a slice each, which the binding sums
+  // after the kernel. 0: the partials are added (atomic mode).
+  int64_t kv_partial_stride = 0;
 
   CFA_HOST_DEVICE int32_t heads_per_kv_tile() const { return group_size() / kv_split; }
   // The bytes a row of the KV grid streams: Q and dO (elem_bytes an element) and the fp32 dQ of

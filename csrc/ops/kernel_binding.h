@@ -131,15 +131,33 @@ inline FixedPointDq bind_fixed_point_dq(BwdParams& p, const BwdArgs& a, const at
 // where those exceed 25 MB (the part of the H200's 60 MB L2 beyond which b18 measured the group's
 // walk losing; GQA 64/8 at N = 8K, D = 128: 64 MB, 63% L2 hits against 97% without groups,
 // bench/NOTES.md), sm90's atomic backward gives each query head of a KV block a workgroup of its
-// own (BwdParams::kv_split), whose partial dK, dV go into fp32 accumulators.
-// Deterministic mode keeps whole groups: fp32 sums in any order are not reproducible.
+// own (BwdParams::kv_split), whose partial dK, dV go into fp32 accumulators. Deterministic mode
+// (fp32 sums in any order are not reproducible) gives each workgroup an fp32 slice of its own,
+// summed after the kernel: G slices of dK and dV, four times q's bytes in bf16.
 constexpr int64_t kSplitGroupBytes = int64_t(25) << 20;
 // p: whole groups (kv_split 1), its head dim the kernels' (padded).
 inline int32_t kv_split_for(const BwdParams& p, KernelFamily family, int elem_bytes) {
   const int32_t G = p.group_size();
-  const bool split = family == KernelFamily::kSm90 && !p.deterministic && p.windowed && G > 1 &&
+  const bool split = family == KernelFamily::kSm90 && p.windowed && G > 1 &&
                      p.kv_row_bytes(elem_bytes) > kSplitGroupBytes;
   return split ? G : 1;
+}
+
+// Where a split group's workgroups put their partial dK or dV (kv_split > 1): one zeroed fp32
+// accumulator they add into, or (deterministic) one fp32 slice per split, the first of which
+// the params point at (BwdParams::kv_partial_stride apart).
+inline at::Tensor split_partials(const at::Tensor& grad, int32_t kv_split, bool deterministic) {
+  const at::TensorOptions fp32 = grad.options().dtype(at::kFloat);
+  if (!deterministic) return at::zeros(grad.sizes(), fp32);
+  std::vector<int64_t> sizes{kv_split};
+  sizes.insert(sizes.end(), grad.sizes().begin(), grad.sizes().end());
+  return at::empty(sizes, fp32);  // every element is written by its split's workgroups
+}
+
+// grad from split_partials' tensor: the accumulator, or the slices' sum (a reduction without
+// atomics: the same bits whatever order the workgroups ran in).
+inline void take_partials(const at::Tensor& grad, const at::Tensor& partials, bool deterministic) {
+  grad.copy_(deterministic ? partials.sum(0) : partials);
 }
 
 // The backward (dense or packed) on `family`'s kernels, with num_xcds=-1 meaning `detected_xcds`.
@@ -180,17 +198,20 @@ inline BwdResult bwd_with_kernels(const BwdArgs& a, KernelFamily family, int det
   const at::Tensor lse_log2 = at::empty_like(t.softmax_d);
   p.lse_log2 = lse_log2.data_ptr<float>();
   point_at(p, qk, kk, vk, ok);
-  // A split group's workgroups add their partial dK, dV in fp32 (kv_split_for).
-  const auto accumulator = [&](const at::Tensor& g) {
-    return p.kv_split > 1 ? at::zeros(g.sizes(), g.options().dtype(at::kFloat)) : g;
-  };
-  const at::Tensor dk_acc = accumulator(dk), dv_acc = accumulator(dv);
-  point_grads_at(p, dok, dk_acc, dv_acc, dq_accum);
+  // A split group's workgroups put their partial dK, dV in fp32 (kv_split_for); deterministic
+  // ones in slices, of which the params point at the first.
+  const bool split = p.kv_split > 1, slices = split && fixed;
+  const at::Tensor dk_part = split ? split_partials(dk, p.kv_split, fixed) : dk;
+  const at::Tensor dv_part = split ? split_partials(dv, p.kv_split, fixed) : dv;
+  const auto first = [&](const at::Tensor& part) { return slices ? part.select(0, 0) : part; };
+  point_grads_at(p, dok, first(dk_part), first(dv_part), dq_accum);
+  TORCH_INTERNAL_ASSERT(!slices || dk_part.stride(0) == dv_part.stride(0), "dK and dV slices laid out alike");
+  p.kv_partial_stride = slices ? dk_part.stride(0) : 0;
   const FixedPointDq fixed_dq = fixed ? bind_fixed_point_dq(p, a, t.softmax_d, dq_accum) : FixedPointDq{};
   check_launched(launch_kernels(family, dtype, p, stream), a.op(), a.q, family);
-  if (p.kv_split > 1) {
-    dk.copy_(dk_acc);
-    dv.copy_(dv_acc);
+  if (split) {
+    take_partials(dk, dk_part, fixed);
+    take_partials(dv, dv_part, fixed);
   }
   // dQ in the input's dtype (fixed point: the conversion kernel wrote it).
   const at::Tensor dq = fixed ? fixed_dq.dq : dq_accum;

@@ -586,17 +586,24 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
     if constexpr (kAddsDq) arch::bulk_wait_all();
 
     // dK, dV: kWide's consumer c holds columns [128 c, ...), 128 of them or D - 128. A split
-    // group's partials are added into the fp32 accumulators dk, dv point at.
+    // group's partials are added into the fp32 accumulators dk, dv point at, or in deterministic
+    // mode (kFixed) written to the split's own fp32 slice there (BwdParams::kv_partial_stride).
     const auto kv = p.key_grads<T>(tile.batch, tile.kv_head, keys.seq);
     const auto acc = p.key_grads<float>(tile.batch, tile.kv_head, keys.seq);
     const bool partial = p.kv_split > 1;
+    const int64_t slice = kFixed && partial ? keys.tile.split * p.kv_partial_stride : 0;
+    float* const dk_slice = acc.dk + slice;
+    float* const dv_slice = acc.dv + slice;
     const int col0 = kWide ? kKeyCols * cw : 0, cols = kWide && cw == 1 ? kCols - kKeyCols : kKeyCols;
 #pragma unroll
     for (int i = 0; i < KeyAcc::kSize; i += 2) {
       const int key = key0 + KeyAcc::row(i, lane), c = KeyAcc::col(i, lane), col = col0 + c;
       if (key < keys.seq.len_k && c < cols && col < p.head_dim) {  // head_dim is even: the pair is in or out
         const int64_t k_off = key * p.dk_row_stride + col, v_off = key * p.dv_row_stride + col;
-        if (partial) {
+        if (partial && kFixed) {  // deterministic: the split's own slice, summed by the binding
+          *reinterpret_cast<float2*>(dk_slice + k_off) = make_float2(dk.x[i] * scale, dk.x[i + 1] * scale);
+          *reinterpret_cast<float2*>(dv_slice + v_off) = make_float2(dv.x[i], dv.x[i + 1]);
+        } else if (partial) {
           arch::red_add_v2(acc.dk + k_off, dk.x[i] * scale, dk.x[i + 1] * scale);
           arch::red_add_v2(acc.dv + v_off, dv.x[i], dv.x[i + 1]);
         } else {
