@@ -15,13 +15,19 @@
 #             is split on spaces (no quoted arguments). Many tests draw float16, so with AB_TESTS
 #             the default dtypes are bf16,fp16
 #   AB_PROFILE=1  also Nsight Compute on each variant (device_run.sh's profile stage, ~75 s; its
-#             PROFILE_* variables apply), after its benchmark: reports and the SASS tables in the
+#             PROFILE_* variables apply), after its checks: reports and the SASS tables in the
 #             variant's profile/ folder, its log profile.log
 #   bash bench/ab_run.sh /tmp/a.patch /tmp/b.patch /tmp/a.patch+/tmp/b.patch
 # Results: $OUT/results.tgz, a folder per variant (0-tree, 1-<patch>, ...) with its logs and
 # the benchmark's files; the table printed last has each variant's chiplet_fa TFLOP/s and ratio.
-# Each variant is also packed as soon as it ends ($OUT/<variant>.tgz, replaced by results.tgz at
-# the end): a call cut off at its time limit still brings back the variants it finished.
+#   AB_ROUNDS=N  the benchmarks N times over the variants in turn, once every variant is built
+#             (default 1): each variant's installed package is kept ($WORK/<variant>/pkg, put first
+#             on PYTHONPATH), round r starts at the variant r places further on, so none always
+#             runs first on a card that warms over the call, and the table gives each variant's
+#             median over the rounds with the ratio's range: processes of one build moved 3-7%
+#             between readings (bench/NOTES.md), which one reading a variant cannot tell from a change.
+# Each variant is also packed as soon as it is built, and again after each round ($OUT/<variant>.tgz,
+# replaced by results.tgz at the end): a call cut off at its time limit brings back what it finished.
 set -uo pipefail
 OUT=${OUT:-/tmp/chiplet_fa_out}
 WORK=$(mktemp -d /tmp/ab_run.XXXXXX)  # the variants' folders; $OUT holds only archives
@@ -51,11 +57,10 @@ variant() {
     if timeout -k 10 "${AB_TESTS_TIMEOUT:-200}" $t >> "$dir/tests.log" 2>&1; then echo "$1: passed: $t"
     else echo "$1: FAILED: $t: $(tail -1 "$dir/tests.log")"; status=1; fi
   done
-  local b benches
-  IFS=';' read -ra benches <<< "$bench"
-  for b in "${benches[@]}"; do
-    timeout -k 10 400 $b --out "$dir" >> "$dir/bench.log" 2>&1 || { echo "$1: $b failed"; tail -5 "$dir/bench.log"; status=1; }
-  done
+  # The installed package, to benchmark later beside the others (-P: not the source tree's).
+  local pkg
+  pkg=$(cd /tmp && python3 -P -c 'import chiplet_fa, os; print(os.path.dirname(chiplet_fa.__file__))') &&
+    mkdir -p "$dir/pkg" && cp -r "$pkg" "$dir/pkg/" || { echo "$1: cannot keep its package"; return 1; }
   if [ -n "${AB_PROFILE:-}" ]; then
     if OUT="$dir/profile" SKIP_BUILD=1 bash "$here/device_run.sh" profile > "$dir/profile.log" 2>&1; then
       echo "$1: profiled (profile.log, profile/results.tgz)"
@@ -74,10 +79,24 @@ put_in() {
 }
 
 # (the device tool brings back names of letters, digits, '.', '_' and '-': '+' becomes '_')
-pack() { tar czf "$OUT/${1//+/_}.tgz" -C "$WORK" "$1"; }
+# A variant's kept package (a build's _C.so) stays behind: the results are its logs and tables.
+pack() { tar czf "$OUT/${1//+/_}.tgz" --exclude=pkg -C "$WORK" "$1"; }
+
+# Variant $1's benchmarks into folder $2, on its own package.
+benchmarks() {
+  local b benches
+  IFS=';' read -ra benches <<< "$bench"
+  mkdir -p "$2"
+  for b in "${benches[@]}"; do
+    PYTHONPATH="$WORK/$1/pkg" timeout -k 10 400 $b --out "$2" >> "$2/bench.log" 2>&1 ||
+      { echo "$1: $b failed"; tail -5 "$2/bench.log"; status=1; }
+  done
+}
 
 n=0
+built=()
 variant 0-tree; tree=$?
+[ $tree = 0 ] && built+=(0-tree)
 pack 0-tree
 if [ $tree = 0 ]; then
   for set in "$@"; do
@@ -85,7 +104,7 @@ if [ $tree = 0 ]; then
     IFS=+ read -ra parts <<< "$set"
     name="$n-$(for q in "${parts[@]}"; do basename "$q" .patch; done | paste -sd+)"
     if ! put_in "${parts[@]}"; then echo "$name: does not apply to the tree"; status=1; continue; fi
-    variant "$name" || status=1
+    if variant "$name"; then built+=("$name"); else status=1; fi
     pack "$name"
     take_out "${parts[@]}" || { echo "$name: cannot be taken out again"; status=1; break; }
   done
@@ -93,7 +112,17 @@ else
   echo "the tree itself failed: no patch tried"; status=1
 fi
 
+rounds=${AB_ROUNDS:-1}
+for ((r = 0; r < rounds; r++)); do
+  for ((i = 0; i < ${#built[@]}; i++)); do
+    v=${built[$(( (i + r) % ${#built[@]} ))]}
+    if [ "$rounds" = 1 ]; then benchmarks "$v" "$WORK/$v"; else benchmarks "$v" "$WORK/$v/round$r"; fi
+  done
+  [ "$rounds" = 1 ] || echo "round $r done"
+  for v in "${built[@]}"; do pack "$v"; done
+done
+
 python3 bench/ab_table.py "$WORK" | tee "$WORK/ab.md"
 # The device tool returns few files: everything travels in one archive.
-rm -f "$OUT"/*.tgz && tar czf "$OUT/results.tgz" -C "$WORK" . && rm -rf "$WORK"
+rm -f "$OUT"/*.tgz && tar czf "$OUT/results.tgz" --exclude=pkg -C "$WORK" . && rm -rf "$WORK"
 exit $status

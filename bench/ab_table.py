@@ -1,11 +1,14 @@
 """The table bench/ab_run.sh prints last: one row per benchmark point, each variant's chiplet_fa
 (head_first) TFLOP/s and its ratio to cuDNN measured in the same process; a backward point with
-the deterministic mode measured gets a second row for it (`bwd-det`).
+the deterministic mode measured gets a second row for it (`bwd-det`). A variant benchmarked in
+rounds (`AB_ROUNDS`: a round<r>/ folder each) gets the median over its rounds, and its ratio's
+range after the median ratio.
 
   python bench/ab_table.py OUT    # OUT holds a folder per variant, each with bench/fwd.py and/or
-                                  # bench/bwd.py JSON files
+                                  # bench/bwd.py JSON files, or round folders of them
 """
 import json
+import statistics
 import sys
 from pathlib import Path
 
@@ -27,23 +30,34 @@ def variant_rows(folder: Path):
     return rows
 
 
-def cells(row):
+def variant_rounds(folder: Path):
+    """A variant's rows per round: its round<r>/ folders in order, or the folder itself."""
+    rounds = sorted((d for d in folder.glob("round*") if d.is_dir()), key=lambda d: int(d.name[5:]))
+    return [variant_rows(d) for d in rounds] or [variant_rows(folder)]
+
+
+def cells(readings):
+    """Point i of each round that has it: the median TFLOP/s and ratio, with the ratio's range."""
     for ours_key, cudnn_key in KEYS:
-        if ours_key in row:
-            ours, cudnn = row[ours_key], row.get(cudnn_key)
-            return [f"{ours:.0f}", f"{ours / cudnn:.2f}" if cudnn else "-"]
+        ours = [row[ours_key] for row in readings if ours_key in row]
+        if ours:
+            ratios = [row[ours_key] / row[cudnn_key] for row in readings if ours_key in row and row.get(cudnn_key)]
+            ratio = f"{statistics.median(ratios):.2f}" if ratios else "-"
+            if len(ratios) > 1:
+                ratio += f" ({min(ratios):.2f}-{max(ratios):.2f})"
+            return [f"{statistics.median(ours):.0f}", ratio]
     return ["-", "-"]
 
 
 def table(out: Path) -> str:
     variants = sorted(d for d in out.iterdir() if d.is_dir())
-    rows = {v.name: variant_rows(v) for v in variants}
-    points = max(rows.values(), key=len, default=[])
+    rounds = {v.name: variant_rounds(v) for v in variants}
+    points = max((r for rs in rounds.values() for r in rs), key=len, default=[])
     lines = ["| bench | shape | causal | " + " | ".join(f"{v.name} | / cuDNN" for v in variants) + " |",
              "|" + "---|" * (3 + 2 * len(variants))]
     for i, p in enumerate(points):
         shape = f"{p['B']}x{p['H_q']}/{p['H_kv']} N={p['N']} D={p['D']}"
-        row = [c for v in variants for c in (cells(rows[v.name][i]) if i < len(rows[v.name]) else ["-", "-"])]
+        row = [c for v in variants for c in cells([rs[i] for rs in rounds[v.name] if i < len(rs)])]
         lines.append(f"| {p['bench']} | {shape} | {'yes' if p['causal'] else 'no'} | " + " | ".join(row) + " |")
     return "\n".join(lines) + "\n"
 

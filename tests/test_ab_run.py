@@ -1,0 +1,86 @@
+"""bench/ab_run.sh's rounds (AB_ROUNDS) on this machine: pip, the smoke sweep and the benchmark
+are stand-ins, so what is checked is the script's own work. Each variant's benchmark must import
+that variant's build (not the last one installed), the rounds must take turns starting with a
+different variant, and the table must give the medians and ranges over the rounds."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# Stands in for python3: `-m pip install .` "builds" a package that says which source it came from
+# (marker.txt), the smoke sweep passes; anything else runs on the real interpreter.
+FAKE_PYTHON = """#!/usr/bin/env bash
+if [ "$1 $2" = "-m pip" ]; then
+  rm -rf "$FAKE_SITE/chiplet_fa" && mkdir -p "$FAKE_SITE/chiplet_fa" &&
+    cp marker.txt "$FAKE_SITE/chiplet_fa/marker" && : > "$FAKE_SITE/chiplet_fa/__init__.py"; exit
+fi
+[ "$1" = bench/gpu_smoke.py ] && { echo "0 failures"; exit 0; }
+exec "$REAL_PYTHON" "$@"
+"""
+
+# The benchmark: 100 TFLOP/s on the tree's build, 110 on the patched one, cuDNN 100; it logs the
+# order in which the variants ran.
+FAKE_BENCH = """import json, pathlib, sys
+import chiplet_fa
+marker = (pathlib.Path(chiplet_fa.__file__).parent / "marker").read_text().strip()
+out = pathlib.Path(sys.argv[sys.argv.index("--out") + 1])
+row = dict(B=1, H_q=32, H_kv=32, N=8192, D=128, causal=False, head_first={"tree": 100.0, "fast": 110.0}[marker],
+           sdpa_cudnn=100.0)
+(out / "fwd_FAKE.json").write_text(json.dumps({"rows": [row]}))
+with open(pathlib.Path(__file__).parent.parent / "order.log", "a") as f:
+    f.write(marker + "\\n")
+"""
+
+
+@pytest.mark.skipif(shutil.which("git") is None or shutil.which("timeout") is None, reason="needs git and timeout")
+def test_rounds_take_turns_on_each_variants_own_build(tmp_path):
+    repo, bin_, site, out = (tmp_path / d for d in ("repo", "bin", "site", "out"))
+    (repo / "bench").mkdir(parents=True)
+    for f in ("ab_run.sh", "apply_patch.sh", "ab_table.py"):
+        shutil.copy(ROOT / "bench" / f, repo / "bench" / f)
+    (repo / "bench" / "fake_bench.py").write_text(FAKE_BENCH)
+    (repo / "marker.txt").write_text("tree\n")
+    (tmp_path / "fast.patch").write_text(
+        "diff --git a/marker.txt b/marker.txt\n--- a/marker.txt\n+++ b/marker.txt\n@@ -1 +1 @@\n-tree\n+fast\n")
+    bin_.mkdir()
+    (bin_ / "python3").write_text(FAKE_PYTHON)
+    (bin_ / "python3").chmod(0o755)
+    env = dict(os.environ, PATH=f"{bin_}:{os.environ['PATH']}", REAL_PYTHON=sys.executable, FAKE_SITE=str(site),
+               PYTHONPATH=str(site), OUT=str(out), AB_ROUNDS="2", AB_BENCH="python3 bench/fake_bench.py")
+    r = subprocess.run(["bash", "bench/ab_run.sh", str(tmp_path / "fast.patch")], cwd=repo, env=env,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    # The last build installed is the tree's again (the patch taken out), yet round 0 ran the patched
+    # variant on its own package, and round 1 started with it.
+    assert (repo / "order.log").read_text().split() == ["tree", "fast", "fast", "tree"]
+    assert (repo / "marker.txt").read_text() == "tree\n"
+    table = r.stdout.splitlines()
+    assert table[-3] == "| bench | shape | causal | 0-tree | / cuDNN | 1-fast | / cuDNN |"
+    assert table[-1] == "| fwd | 1x32/32 N=8192 D=128 | no | 100 | 1.00 (1.00-1.00) | 110 | 1.10 (1.10-1.10) |"
+    with tarfile.open(out / "results.tgz") as t:
+        names = t.getnames()
+    assert "./1-fast/round1/fwd_FAKE.json" in names
+    assert not any("/pkg" in n for n in names)  # the builds stay behind
+
+
+def test_medians_over_rounds_beside_a_variant_of_one_round(tmp_path):
+    from importlib.util import module_from_spec, spec_from_file_location
+    spec = spec_from_file_location("ab_table", ROOT / "bench" / "ab_table.py")
+    ab = module_from_spec(spec)
+    spec.loader.exec_module(ab)
+    row = dict(B=8, H_q=16, H_kv=16, N=2048, D=64, causal=True, head_first=90.0, sdpa_cudnn=100.0)
+    for r, (ours, cudnn) in enumerate([(90.0, 100.0), (99.0, 90.0), (96.0, 100.0)]):
+        (tmp_path / "0-tree" / f"round{r}").mkdir(parents=True)
+        (tmp_path / "0-tree" / f"round{r}" / "fwd_X.json").write_text(
+            json.dumps({"rows": [dict(row, head_first=ours, sdpa_cudnn=cudnn)]}))
+    (tmp_path / "1-flat").mkdir()
+    (tmp_path / "1-flat" / "fwd_X.json").write_text(json.dumps({"rows": [row]}))
+    assert ab.table(tmp_path).splitlines()[2] == (
+        "| fwd | 8x16/16 N=2048 D=64 | yes | 96 | 0.96 (0.90-1.10) | 90 | 0.90 |")
