@@ -4,6 +4,7 @@ cuDNN, one process.
   python bench/bwd.py --out bench/results            # paper shapes (H200: ~2-3 min)
   python bench/bwd.py --quick --out /tmp/r            # two shapes, for iterating
   python bench/bwd.py --wide --out /tmp/r             # head dims above 128 (D=192, 256)
+  python bench/bwd.py --issue --mappings head_first --out /tmp/r   # issue #13's points (H200: ~3 min)
   python bench/bwd.py --shapes 4,32,8,4096,128 --causal yes --out /tmp/r   # chosen shapes
   python bench/bwd.py --quick --mappings head_first --out /tmp/r   # head_first against SDPA only
 FLOPs: backward = 2.5x forward, forward+backward = 3.5x forward; causal FLOPs halved.
@@ -34,6 +35,11 @@ SWEEP = [(1, 128, 128, 8192, 128), (4, 32, 32, 8192, 128), (1, 32, 32, 32768, 12
 FULL_EXTRA = [(1, 128, 128, 32768, 128)]
 QUICK = [(1, 128, 128, 8192, 128), (1, 64, 8, 8192, 128)]
 WIDE = [(1, 16, 16, 8192, 192), (1, 16, 8, 8192, 256)]  # D=256: Gemma-2-9B's 16/8 heads
+# Issue #13's "done when": D=128 at H 32, 128 and GQA 64/8 over N 8K-32K, the small causal shapes,
+# then D=64/56/96 and the wide head dims (each causal and not, as --causal allows).
+ISSUE = ([(1, h, kv, n, 128) for h, kv in ((32, 32), (128, 128), (64, 8)) for n in (8192, 16384, 32768)]
+         + [(4, 32, 8, 4096, 128), (8, 16, 16, 2048, 64)]
+         + [(1, 32, 32, 8192, d) for d in (64, 56, 96)] + WIDE)
 BWD_FACTOR, FWD_BWD_FACTOR = 2.5, 3.5
 
 
@@ -111,6 +117,7 @@ def main():
     ap.add_argument("--quick", action="store_true", help="two 8K shapes only")
     ap.add_argument("--full", action="store_true", help="add H=128 at N=32K (about a minute more)")
     ap.add_argument("--wide", action="store_true", help="only head dims above 128: D=192 and 256 at N=8K")
+    ap.add_argument("--issue", action="store_true", help="issue #13's points: the 16 shapes of its tables")
     ap.add_argument("--causal", choices=["both", "yes", "no"], default="both")
     add_timing_argument(ap)
     ap.add_argument("--num-xcds", type=int, default=8,
@@ -122,7 +129,8 @@ def main():
     if not torch.cuda.is_available():
         sys.exit("bench/bwd.py needs a CUDA or ROCm device")
     causals = {"both": (False, True), "yes": (True,), "no": (False,)}[args.causal]
-    sweep = QUICK if args.quick else WIDE if args.wide else SWEEP + (FULL_EXTRA if args.full else [])
+    sweep = (QUICK if args.quick else WIDE if args.wide else ISSUE if args.issue
+             else SWEEP + (FULL_EXTRA if args.full else []))
     if args.shapes:
         sweep = [tuple(int(x) for x in s.split(",")) for s in args.shapes]
     shapes = [(s, c) for s in sweep for c in causals]
