@@ -57,9 +57,9 @@ variant() {
     if timeout -k 10 "${AB_TESTS_TIMEOUT:-200}" $t >> "$dir/tests.log" 2>&1; then echo "$1: passed: $t"
     else echo "$1: FAILED: $t: $(tail -1 "$dir/tests.log")"; status=1; fi
   done
-  # The installed package, to benchmark later beside the others (-P: not the source tree's).
+  # The installed package (from /tmp: not the source tree's), to benchmark later beside the others.
   local pkg
-  pkg=$(cd /tmp && python3 -P -c 'import chiplet_fa, os; print(os.path.dirname(chiplet_fa.__file__))') &&
+  pkg=$(cd /tmp && python3 -c 'import chiplet_fa, os; print(os.path.dirname(chiplet_fa.__file__))') &&
     mkdir -p "$dir/pkg" && cp -r "$pkg" "$dir/pkg/" || { echo "$1: cannot keep its package"; return 1; }
   if [ -n "${AB_PROFILE:-}" ]; then
     if OUT="$dir/profile" SKIP_BUILD=1 bash "$here/device_run.sh" profile > "$dir/profile.log" 2>&1; then

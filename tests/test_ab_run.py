@@ -2,7 +2,6 @@
 are stand-ins, so what is checked is the script's own work. Each variant's benchmark must import
 that variant's build (not the last one installed), the rounds must take turns starting with a
 different variant, and the table must give the medians and ranges over the rounds."""
-import json
 import os
 import shutil
 import subprocess
@@ -68,19 +67,3 @@ def test_rounds_take_turns_on_each_variants_own_build(tmp_path):
         names = t.getnames()
     assert "./1-fast/round1/fwd_FAKE.json" in names
     assert not any("/pkg" in n for n in names)  # the builds stay behind
-
-
-def test_medians_over_rounds_beside_a_variant_of_one_round(tmp_path):
-    from importlib.util import module_from_spec, spec_from_file_location
-    spec = spec_from_file_location("ab_table", ROOT / "bench" / "ab_table.py")
-    ab = module_from_spec(spec)
-    spec.loader.exec_module(ab)
-    row = dict(B=8, H_q=16, H_kv=16, N=2048, D=64, causal=True, head_first=90.0, sdpa_cudnn=100.0)
-    for r, (ours, cudnn) in enumerate([(90.0, 100.0), (99.0, 90.0), (96.0, 100.0)]):
-        (tmp_path / "0-tree" / f"round{r}").mkdir(parents=True)
-        (tmp_path / "0-tree" / f"round{r}" / "fwd_X.json").write_text(
-            json.dumps({"rows": [dict(row, head_first=ours, sdpa_cudnn=cudnn)]}))
-    (tmp_path / "1-flat").mkdir()
-    (tmp_path / "1-flat" / "fwd_X.json").write_text(json.dumps({"rows": [row]}))
-    assert ab.table(tmp_path).splitlines()[2] == (
-        "| fwd | 8x16/16 N=2048 D=64 | yes | 96 | 0.96 (0.90-1.10) | 90 | 0.90 |")

@@ -13,7 +13,7 @@ SHAPE = {"B": 8, "H_q": 16, "H_kv": 16, "N": 2048, "D": 64}
 
 def write(out, name, rows, stem="fwd"):
     folder = out / name
-    folder.mkdir(exist_ok=True)  # a variant's folder holds each benchmark's file
+    folder.mkdir(parents=True, exist_ok=True)  # a variant's folder (or round) holds each benchmark's file
     (folder / f"{stem}_NVIDIA_H200.json").write_text(json.dumps({"gpu": "NVIDIA_H200", "rows": rows}))
 
 
@@ -57,3 +57,12 @@ def test_rows_of_other_tools_are_left_out(tmp_path):
     write(tmp_path, "0-tree", [dict(SHAPE, causal=True, call="bwd", kernel="bwd_kv_kernel", us=556.0)],
           stem="kernel")  # bench/kernel_times.py's file: kernel_times_<gpu>.json
     assert ab.table(tmp_path).splitlines()[2:] == ["| fwd | 8x16/16 N=2048 D=64 | yes | 231 | 0.70 |"]
+
+
+def test_medians_over_rounds_beside_a_variant_of_one_round(tmp_path):
+    row = dict(SHAPE, causal=True, head_first=90.0, sdpa_cudnn=100.0)
+    for r, (ours, cudnn) in enumerate([(90.0, 100.0), (99.0, 90.0), (96.0, 100.0)]):
+        write(tmp_path, f"0-tree/round{r}", [dict(row, head_first=ours, sdpa_cudnn=cudnn)])
+    write(tmp_path, "1-flat", [row])
+    assert ab.table(tmp_path).splitlines()[2] == (
+        "| fwd | 8x16/16 N=2048 D=64 | yes | 96 | 0.96 (0.90-1.10) | 90 | 0.90 |")
