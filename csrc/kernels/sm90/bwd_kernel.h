@@ -87,26 +87,36 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
   // put the loads' latency on its path (eight LDS.64 after each). lse_log2 so from D = 96 to 128;
   // at D = 64 only in the masked kernels, with D and a masked step's window as well (H200, b34:
   // -2.4% there, while the unmasked D = 64 kernel lost 3-4% with all three and 5-8% with lse_log2
-  // alone: ptxas's schedule of that loop, not the loads). D is not held at D = 128: the registers
-  // held across dP^T's wait made ptxas spill. SAcc's columns come in pairs, eight apart.
+  // alone: ptxas's schedule of that loop, not the loads). From D = 96, of D what fits beside s,
+  // dP^T, P^T, dK and dV across dP^T's wait (kDeltaHeld); the rest is loaded at the wait, under the
+  // held part's arithmetic.
   static constexpr bool kStatsAhead = !kWide && kCols <= 64 && kWindowed;
   static constexpr bool kLseAhead = kStatsAhead || (!kWide && kCols > 64);
-  struct SmemColumns {
-    const float* v;
+  // SAcc's columns come in pairs, eight apart, each pair on two rows: a float2 for four entries.
+  static constexpr int kColumnPairs = SAcc::kSize / 4;
+  // The first kHeld pairs in registers, loaded where the object is made; the rest read where used.
+  template <int kHeld>
+  struct Columns {
+    float2 v[kHeld > 0 ? kHeld : 1];
+    const float* src;
     int lane;
-    CFA_DEVICE SmemColumns(const float* src, int lane_) : v(src), lane(lane_) {}
-    CFA_DEVICE float operator()(int i) const { return v[SAcc::col(i, lane)]; }
-  };
-  struct RegColumns {
-    float2 v[SAcc::kSize / 4];
-    CFA_DEVICE RegColumns(const float* src, int lane) {
+    CFA_DEVICE Columns(const float* src_, int lane_) : src(src_), lane(lane_) {
 #pragma unroll
-      for (int g = 0; g < SAcc::kSize / 4; ++g) v[g] = *reinterpret_cast<const float2*>(src + SAcc::col(4 * g, lane));
+      for (int g = 0; g < kHeld; ++g) v[g] = *reinterpret_cast<const float2*>(src + SAcc::col(4 * g, lane));
     }
-    CFA_DEVICE float operator()(int i) const { return i & 1 ? v[i >> 2].y : v[i >> 2].x; }
+    CFA_DEVICE float operator()(int i) const {
+      if (kHeld > 0 && i / 4 < kHeld) return i & 1 ? v[i / 4].y : v[i / 4].x;
+      return src[SAcc::col(i, lane)];
+    }
   };
-  using LseColumns = std::conditional_t<kLseAhead, RegColumns, SmemColumns>;
-  using DeltaColumns = std::conditional_t<kStatsAhead, RegColumns, SmemColumns>;
+  using LseColumns = Columns<kLseAhead ? kColumnPairs : 0>;
+  // D's pairs held: all at D = 96; at D = 128 half, a quarter in the windowed kernels (more spilled
+  // there), and none in the softcap/ALiBi and fixed-point dQ kernels, which at D = 128 with any of
+  // it spilled or recomputed their thread index (S2R) in the step (sm90a ptxas, b44).
+  static constexpr int kDeltaHeld = kStatsAhead ? kColumnPairs
+                                    : !kLseAhead || !kPlain || kDq == DqMode::kFixed ? 0
+                                    : kCols <= 96 ? kColumnPairs : kColumnPairs / (kWindowed ? 4 : 2);
+  using DeltaColumns = Columns<kDeltaHeld>;
   using KeyAcc = arch::Acc<1, kKeyCols>;        // a warp's 16 keys x its consumer's dK, dV columns
   template <int kPanelsN>
   using DqAcc = arch::Acc<1, 64 * kPanelsN>;    // a warp's 16 queries x kPanelsN dQ panels
