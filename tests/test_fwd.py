@@ -84,7 +84,9 @@ def test_matches_fp64_reference(device, data):
 @pytest.mark.parametrize("device", DEVICES)
 @given(data=st.data())
 def test_every_mapping_and_domain_count_gives_identical_results(device, data):
-    # Tiles are computed independently, so the order they run in cannot change a single bit.
+    # Tiles are computed independently, so the order they run in cannot change a single bit. (Past a
+    # round of sm90's workers the tiles of the last one may be split over keys, and which tiles
+    # come last depends on the mapping: kernels/tail_split.h. The problems here fit one round.)
     p = data.draw(problems(device))
     num_xcds = data.draw(st.sampled_from([1, 2, 3, 8]))
     q, k, v = random_qkv(p, device)

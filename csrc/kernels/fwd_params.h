@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "arch/dtype.h"
+#include "kernels/tail_split.h"
 #include "mapping/mapping.h"
 
 namespace chiplet_fa {
@@ -90,6 +91,13 @@ struct FwdParams {
   // Work-queue counters of a persistent kernel (one per L2 domain it serves, at most num_xcds),
   // zeroed by the launch code; nullptr for the families that launch one workgroup per tile.
   int32_t* tile_counters;
+  // Device memory the launch code may ask of the binding: bytes, stream-ordered, alive until the
+  // binding returns (nullptr get: none to give). The sm90 forward's tail split takes its slots there.
+  struct Scratch {
+    void* owner;
+    void* (*get)(void* owner, int64_t bytes);
+  } scratch;
+  FwdTailSplit split;  // the launch code's plan (kernels/tail_split.h); units == 0 in the others
 
   bool windowed;                     // a window (or causal mask) applies; else window_* are unused
   int32_t window_left, window_right;  // seqlen_k where unbounded

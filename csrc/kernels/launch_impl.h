@@ -67,8 +67,9 @@ void launch_fwd(const FwdParams& p, cfaStream_t stream) {
 #if defined(CFA_FAMILY_SM90)
   const int domains = scheduler_domains(p);
   const int64_t workers = persistent_workers(grid, domains);
-  TmaFwdParams args = with_tensor_maps(with_sections(p, workers, domains, int(sizeof(typename Cfg::T))),
-                                       kDType == DType::kBFloat16, Cfg::kBlockM, Cfg::kBlockN);
+  const FwdParams q = with_tail_split<Cfg>(with_sections(p, workers, domains, int(sizeof(typename Cfg::T))), grid,
+                                           workers, domains, stream);
+  TmaFwdParams args = with_tensor_maps(q, kDType == DType::kBFloat16, Cfg::kBlockM, Cfg::kBlockN);
   if constexpr (kTrace) args.trace = trace_sink();
   cfaMemsetAsync(p.tile_counters, 0, sizeof(int32_t) * domains, stream);
   CFA_LAUNCH(kernel, dim3(unsigned(workers)), dim3(Cfg::kThreads), Cfg::kSmemBytes, stream, args);

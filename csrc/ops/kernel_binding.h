@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdint>
 #include <optional>
+#include <vector>
 
 #include <ATen/ATen.h>
 
@@ -76,6 +77,18 @@ inline void check_launched(bool launched, const char* op, const at::Tensor& q, K
   check_launch(op);
 }
 
+// FwdParams::scratch from the caching allocator: each request a tensor held until this object
+// goes, after the launch (the allocator orders its reuse after the work queued on the stream).
+struct ScratchTensors {
+  at::TensorOptions options;
+  std::vector<at::Tensor> held;
+  static void* get(void* owner, int64_t bytes) {
+    auto& self = *static_cast<ScratchTensors*>(owner);
+    self.held.push_back(at::empty({bytes}, self.options.dtype(at::kByte)));
+    return self.held.back().data_ptr();
+  }
+};
+
 // The forward (dense or packed) on `family`'s kernels, with num_xcds=-1 meaning `detected_xcds`;
 // writes into given_out when there is one.
 inline FwdResult fwd_with_kernels(const FwdArgs& a, const std::optional<at::Tensor>& given_out, KernelFamily family,
@@ -101,6 +114,8 @@ inline FwdResult fwd_with_kernels(const FwdArgs& a, const std::optional<at::Tens
   const at::Tensor ok = d8 == D && kernel_layout(out, d8).data_ptr() == out.data_ptr() ? out : padded_like(out, d8);
   point_at(p, qk, kk, vk, ok);
   p.head_dim = int32_t(d8);
+  ScratchTensors scratch{a.q.options(), {}};
+  p.scratch = {&scratch, &ScratchTensors::get};
   check_launched(launch_kernels(family, dtype, p, stream), a.op(), a.q, family);
   if (ok.data_ptr() != out.data_ptr()) out.copy_(ok.narrow(-1, 0, D));
   return {out, lse};

@@ -5,6 +5,7 @@
 
 #include "build_config.h"
 
+#include "kernels/tail_split.h"
 #include "kernels/trace.h"
 #include "locality/bind_locality.h"
 #include "mapping/mapping.h"
@@ -135,6 +136,30 @@ PYBIND11_MODULE(_C, m) {
       },
       py::arg("rows"), py::arg("m_blocks"), py::arg("workers"), py::arg("bytes_per_head"), py::arg("group"),
       py::arg("l2_bytes"), "Rows per longest-first section the kernels choose (mapping.h)");
+  m.def(
+      "tail_split",
+      [](int64_t tiles, int64_t workers, int32_t tile_blocks) {
+        TORCH_CHECK_VALUE(tiles >= 0 && workers >= 1 && tile_blocks >= 0,
+                          "tail_split: tiles and tile_blocks must be >= 0, workers >= 1");
+        const chiplet_fa::FwdTailSplit s = chiplet_fa::plan_tail_split(tiles, workers, tile_blocks);
+        py::list pieces, slots;
+        for (int32_t u = 0; u < s.units; ++u)
+          for (int k = 0; k < 2; ++k) {
+            const chiplet_fa::TailPiece t = chiplet_fa::unit_piece(s, u, k);
+            if (t.end > t.first) pieces.append(py::make_tuple(u, t.tile, t.first, t.end, t.slot));
+          }
+        for (int32_t i = 0; i < s.tail; ++i) {
+          const chiplet_fa::TileSlots t = chiplet_fa::tile_slots(s, i);
+          py::list of_tile;
+          for (int32_t k = 0; k < t.count(); ++k) of_tile.append(t.slot(k));
+          slots.append(of_tile);
+        }
+        return py::dict(py::arg("first") = s.first, py::arg("units") = s.units, py::arg("tail") = s.tail,
+                        py::arg("pieces") = pieces, py::arg("tile_slots") = slots);
+      },
+      py::arg("tiles"), py::arg("workers"), py::arg("tile_blocks"),
+      "The sm90 forward's split of its last partial round (kernels/tail_split.h): the plan, each unit's "
+      "pieces (unit, tail tile, first block, end block, slot) and each tail tile's slots in merge order");
   m.def("num_l2_domains",
         [](const std::string& device) { return chiplet_fa::detect_num_xcds(c10::Device(device)); },
         py::arg("device"), "L2 domains the op detects on device: what num_xcds=-1 resolves to");

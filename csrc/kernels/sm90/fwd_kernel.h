@@ -87,10 +87,23 @@ struct FwdKernel : FwdWarps<arch::padded_head_dim(kHeadDim)> {
     uint64_t info_full[kInfoSlots];  // the scheduler wrote the slot
     uint64_t claim_next;             // the producer started a tile: the scheduler may claim the next
   };
+  // Split tiles (kernels/tail_split.h) are equal tiles: no window. Not with three consumers (D <=
+  // 64): their 160 registers did not hold the merge, and the step loop spilled (34 stores); not
+  // above D = 128 until it has run on a GPU there. A slot holds the consumers' O, then each
+  // thread's row maxima and sums, as float4 in thread order (a warp's loads and stores are whole lines).
+  static constexpr bool kSplits = !kWindowed && kConsumers == 2 && kDim <= 128;
+  static_assert(OAcc::kSize % 4 == 0 && Softmax::kSlots == 2, "a thread's part of a slot in float4");
+  static constexpr int kSlotFloats = kConsumerThreads * (OAcc::kSize + 4);
+  struct Piece {
+    int32_t piece_slot;  // a piece of a split tile: its slot; -1 for a whole tile
+    int32_t tail_tile;   // the split tile's index among them
+  };
+  struct NoPiece {};  // the kernels that never split keep their TileInfo (two fields more spilled at D = 64)
+
   // One tile: its head's slabs in global memory, and the rows and key blocks it covers. Written
   // by the scheduler a tile ahead, read from shared memory where used: the consumers' registers are
   // all but taken by O and the scores. Slot n % kInfoSlots holds tile n (see produce).
-  struct TileInfo {
+  struct TileInfo : std::conditional_t<kSplits, Piece, NoPiece> {
     bool none;  // no tile: the worker's queue is empty, the consumers stop
     FwdParams::HeadSlabs<T> g;
     Tile tile;
@@ -98,7 +111,7 @@ struct FwdKernel : FwdWarps<arch::padded_head_dim(kHeadDim)> {
     KeyWindow window;
     int m0;
     int tma_batch;    // the tensor maps' batch coordinate: a packed batch is one row of sequences
-    BlockRange keys;  // key blocks some row sees
+    BlockRange keys;  // key blocks some row sees (a piece's share of them)
     CFA_DEVICE int n_blocks() const { return keys.end - keys.first; }
   };
   static constexpr int kTileBytes = (kQStages * QTile::kElems + 2 * kStages * KVTile::kElems) * int(sizeof(T));
@@ -117,7 +130,9 @@ struct FwdKernel : FwdWarps<arch::padded_head_dim(kHeadDim)> {
     TileInfo* info;
   };
 
-  static CFA_DEVICE TileInfo tile_info(const FwdParams& p, const GridShape& grid, int64_t wid) {
+  // Tile wid, or (piece.slot >= 0) a piece of it.
+  static CFA_DEVICE TileInfo tile_info(const FwdParams& p, const GridShape& grid, int64_t wid,
+                                       const TailPiece& piece) {
     TileInfo i;
     i.none = false;
     i.tile = map_workgroup(p.mapping, wid, grid);
@@ -127,6 +142,11 @@ struct FwdKernel : FwdWarps<arch::padded_head_dim(kHeadDim)> {
     i.tma_batch = p.cu_seqlens_q ? 0 : i.tile.batch;
     i.keys = key_blocks(i.window, i.m0, min(i.m0 + kBlockM, i.seq.len_q) - 1, kBlockN);
     i.g = p.head_slabs<T>(i.tile.batch, i.tile.q_head, i.seq);
+    if constexpr (kSplits) {
+      i.piece_slot = piece.slot;
+      i.tail_tile = piece.tile;
+      if (piece.slot >= 0) i.keys = BlockRange{i.keys.first + piece.first, i.keys.first + piece.end};
+    }
     return i;
   }
 
@@ -188,15 +208,33 @@ struct FwdKernel : FwdWarps<arch::padded_head_dim(kHeadDim)> {
   // QK^T of tile n - kQStages, so the consumers are done with tile n + 1 - kInfoSlots. A slot holding
   // no tile tells the producer and the consumers to stop. On a warp of its own, not the producer's
   // lane 0, where the queue's atomic and the mapping's divisions (and their spills) held the tile's
-  // second K/V copy (bench/NOTES.md, v24).
+  // second K/V copy (bench/NOTES.md, v24). Under a tail split a claim past p.split.first is a unit:
+  // its one or two pieces go to consecutive slots.
   static CFA_DEVICE void schedule(const FwdParams& p, const Slabs& t) {
     const GridShape grid = p.grid_shape();
-    const DynamicTileScheduler queue{p.tile_counters, grid_size(grid), scheduler_domains(p)};
-    for (int n = 0;; ++n) {
+    const FwdTailSplit& split = p.split;
+    const int64_t whole = kSplits && split.units ? split.first : grid_size(grid);
+    const DynamicTileScheduler queue{p.tile_counters, kSplits && split.units ? whole + split.units : whole,
+                                     scheduler_domains(p)};
+    for (int n = 0, second = -1;; ++n) {
       if (n > 0) arch::mbarrier_wait(&t.bar->claim_next, (n - 1) & 1);
-      const int64_t wid = queue.claim();
+      TailPiece piece{0, 0, 0, -1};
+      int64_t wid;
+      if (kSplits && second >= 0) {
+        piece = unit_piece(split, second, 1);
+        second = -1;
+        wid = whole + piece.tile;
+      } else {
+        wid = queue.claim();
+        if (kSplits && wid >= whole) {
+          const int32_t u = int32_t(wid - whole);
+          piece = unit_piece(split, u, 0);
+          if (unit_piece(split, u, 1).end > 0) second = u;
+          wid = whole + piece.tile;
+        }
+      }
       TileInfo& slot = t.info[n % kInfoSlots];
-      if (wid >= 0) slot = tile_info(p, grid, wid);
+      if (wid >= 0) slot = tile_info(p, grid, wid, piece);
       else slot.none = true;
       arch::mbarrier_arrive(&t.bar->info_full[n % kInfoSlots]);
       if (wid < 0) return;
@@ -433,10 +471,69 @@ struct FwdKernel : FwdWarps<arch::padded_head_dim(kHeadDim)> {
       arch::mbarrier_arrive(&t.bar->q_empty[qs]);
     }
 
+    if constexpr (kSplits) {
+      if (info.piece_slot >= 0 && !merge_pieces(p.split, info, o, softmax, warp, lane)) return k_wait;
+    }
     float inv_sum[Softmax::kSlots];
     softmax.finish(inv_sum, info.g.lse, info.seq.len_q, warp_row0, lane);
     store_output(info.g.out, p.o_row_stride, o, inv_sum, warp_row0, info.seq.len_q, p.head_dim, lane);
     return k_wait;
+  }
+
+  // A piece of a split tile leaves its warp's rows (O, row maxima and sums, unnormalised) in its
+  // slot. The warp whose count then completes the tile merges the tile's slots in their order into
+  // o and softmax (so the bits do not depend on which piece came last) and returns true: the caller
+  // writes O and the LSE. The count follows the slot's stores, and the slots' loads the count.
+  static CFA_DEVICE bool merge_pieces(const FwdTailSplit& split, const TileInfo& info, OAcc& o, Softmax& softmax,
+                                      int warp, int lane) {
+    const int thread = warp * 32 + lane;
+    float4* mine = reinterpret_cast<float4*>(split.partials + int64_t(info.piece_slot) * kSlotFloats);
+#pragma unroll
+    for (int c = 0; c < OAcc::kSize / 4; ++c)
+      mine[c * kConsumerThreads + thread] = make_float4(o.x[4 * c], o.x[4 * c + 1], o.x[4 * c + 2], o.x[4 * c + 3]);
+    mine[OAcc::kSize / 4 * kConsumerThreads + thread] =
+        make_float4(softmax.row_max[0], softmax.row_max[1], softmax.row_sum[0], softmax.row_sum[1]);
+    __threadfence();
+    __syncwarp();
+    int last = 0;
+    if (lane == 0) {
+      const int n = info.n_blocks();
+      last = atomicAdd(split.done + info.tail_tile * kConsumerWarps + warp, n) + n == split.tile_blocks;
+    }
+    if (!arch::warp_uniform(last)) return false;
+    __threadfence();
+    softmax = Softmax();
+#pragma unroll
+    for (int i = 0; i < OAcc::kSize; ++i) o.x[i] = 0.f;
+    const TileSlots slots = tile_slots(split, info.tail_tile);
+    for (int k = 0; k < slots.count(); ++k)
+      merge_piece(reinterpret_cast<const float4*>(split.partials + int64_t(slots.slot(k)) * kSlotFloats), thread, o,
+                  softmax);
+    return true;
+  }
+  // Folds one piece's rows into o and softmax, both taken to the larger of the two row maxima.
+  static CFA_DEVICE void merge_piece(const float4* slot, int thread, OAcc& o, Softmax& softmax) {
+    const float4 stats = __ldcg(slot + OAcc::kSize / 4 * kConsumerThreads + thread);
+    const float piece_max[2] = {stats.x, stats.y}, piece_sum[2] = {stats.z, stats.w};
+    float mine[2], theirs[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const float m = fmaxf(softmax.row_max[r], piece_max[r]);
+      mine[r] = softmax.row_max[r] == -INFINITY ? 0.f : arch::fast_exp2(softmax.row_max[r] - m);
+      theirs[r] = piece_max[r] == -INFINITY ? 0.f : arch::fast_exp2(piece_max[r] - m);
+      softmax.row_max[r] = m;
+      softmax.row_sum[r] = mine[r] * softmax.row_sum[r] + theirs[r] * piece_sum[r];
+    }
+#pragma unroll
+    for (int c = 0; c < OAcc::kSize / 4; ++c) {
+      const float4 v = __ldcg(slot + c * kConsumerThreads + thread);
+      const float x[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const int r = OAcc::slot(4 * c + j);
+        o.x[4 * c + j] = mine[r] * o.x[4 * c + j] + theirs[r] * x[j];
+      }
+    }
   }
 
   // The tile's key blocks (from its first, [first, end)) that some row of consumer cw sees; the

@@ -76,4 +76,20 @@ inline int64_t persistent_workers(int64_t tiles, int domains) {
   return workers;
 }
 
+// A tail split (kernels/tail_split.h) of `tiles` equal tiles (a dense batch without a window, one
+// queue) over `workers`, its slots and counts from p.scratch; p as it was where none applies.
+template <typename Kernel>
+inline FwdParams with_tail_split(FwdParams p, int64_t tiles, int64_t workers, int domains, cfaStream_t stream) {
+  if (!Kernel::kSplits || p.cu_seqlens_q || domains != 1 || !p.scratch.get) return p;
+  const FwdTailSplit s = plan_tail_split(tiles, workers, (p.seqlen_k + Kernel::kBlockN - 1) / Kernel::kBlockN);
+  if (!s.units) return p;
+  const auto scratch = [&p](int64_t bytes) { return p.scratch.get(p.scratch.owner, bytes); };
+  const int64_t counts = int64_t(s.tail) * Kernel::kConsumerWarps * int64_t(sizeof(int32_t));
+  p.split = s;
+  p.split.partials = static_cast<float*>(scratch(2 * int64_t(s.units) * Kernel::kSlotFloats * int64_t(sizeof(float))));
+  p.split.done = static_cast<int32_t*>(scratch(counts));
+  cfaMemsetAsync(p.split.done, 0, counts, stream);
+  return p;
+}
+
 }  // namespace chiplet_fa::CFA_FAMILY
