@@ -8,7 +8,8 @@ when each SM ran which tile, which Nsight Compute's totals cannot say.
 Shapes are B,H_q,H_kv,N,D,causal. For each shape and mapping it runs the forward and the
 backward once untraced, then once traced (in the backward, its main pass records), and writes
 trace_<gpu>.md and .json:
-  forward (persistent workers): the span from the first tile's start to the last one's end; the
+  forward (persistent workers): the span from the first tile's start to the last one's end (a split
+    last round's pieces count as items, their tiles once); the
     workers' idle share at the end (the tail) and at the start; a fit of a consumer's tile time
     to its key blocks (the fixed cost of a tile and the cost of a block; a non-causal grid's equal
     tiles give only the mean a block); the share of the
@@ -100,9 +101,12 @@ def summarize_fwd(events):
     ns = [ends[k].ns - begins[k].ns for k in begins]
     fixed, per_block = fit(blocks, ns)
     cycles = sum(ends[k].fields[0] for k in begins)
-    tiles = {(b.workgroup, b.n // 2) for b in begins.values()}
+    # A tile of a split last round (kernels/tail_split.h) comes in pieces: an item a worker ran is
+    # a tile or a piece, and a tile is its (batch, head, m block) whatever it came in.
+    items = {(b.workgroup, b.n // 2) for b in begins.values()}
+    tiles = {b.fields[:2] for b in begins.values()}
     heads = per_head_block_ns(begins, ends)
-    return {"span_us": (t1 - t0) / 1e3, "workers": len(workers), "tiles": len(tiles),
+    return {"span_us": (t1 - t0) / 1e3, "workers": len(workers), "tiles": len(tiles), "items": len(items),
             "consumer_tiles": len(begins), "idle_start": head, "idle_end": tail,
             "tile_fixed_us": us(fixed), "block_us": us(per_block),
             "k_wait_share": sum(e.fields[1] + e.fields[3] for e in ends.values()) / cycles if cycles else 0.0,
@@ -196,7 +200,8 @@ def markdown(rows, gpu, command):
              "Q wait kcyc | K0 wait kcyc | GHz | head block us |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         f = r["fwd"]
-        lines.append(f"| {r['shape']} | {r['mapping']} | {f['span_us']:.1f} | {f['tiles']} | {f['idle_start']:.1%} | "
+        tiles = f"{f['tiles']}" if f["items"] == f["tiles"] else f"{f['tiles']} ({f['items']} items)"
+        lines.append(f"| {r['shape']} | {r['mapping']} | {f['span_us']:.1f} | {tiles} | {f['idle_start']:.1%} | "
                      f"{f['idle_end']:.1%} | {cell(f['tile_fixed_us'], '.2f')} | {f['block_us']:.3f} | "
                      f"{f['k_wait_share']:.1%} | {f['q_wait_kcycles_per_tile']:.1f} | "
                      f"{f['k_first_kcycles_per_tile']:.1f} | {f['clock_ghz']:.2f} | "

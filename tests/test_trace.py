@@ -25,10 +25,11 @@ def buffer(workgroups, events):
     return (words - (words >= 2 ** 31).long() * 2 ** 32).to(torch.int32)  # as the int32 buffer holds them
 
 
-def tile(w, role, n, start, end, blocks, q_wait=0, k_wait=0, k_first=0, cycles=None):
-    """A consumer's n-th tile, from start to end (ns), of `blocks` key blocks."""
+def tile(w, role, n, start, end, blocks, q_wait=0, k_wait=0, k_first=0, cycles=None, m_block=None):
+    """A consumer's n-th tile (m block n of head 5 unless given), from start to end (ns), of `blocks` key blocks."""
     cycles = 2 * (end - start) if cycles is None else cycles
-    return [(w, role, 2 * n, trace.FWD_BEGIN, start, w, (0, 5 << 16 | n, blocks, q_wait)),
+    m_block = n if m_block is None else m_block
+    return [(w, role, 2 * n, trace.FWD_BEGIN, start, w, (0, 5 << 16 | m_block, blocks, q_wait)),
             (w, role, 2 * n + 1, trace.FWD_END, end, w, (cycles, k_first, blocks, k_wait))]
 
 
@@ -41,10 +42,10 @@ def test_decode_reads_the_kernels_layout_and_skips_empty_slots():
 def test_fwd_summary_fits_tile_times_and_finds_the_tail():
     # Tiles take 1000 ns + 250 ns a block; worker 1 starts 500 ns late and ends 500 ns early.
     events = (tile(0, 0, 0, 0, 2000, 4, q_wait=3000, k_first=600) + tile(0, 0, 1, 2000, 3500, 2, k_wait=1000)
-              + tile(1, 0, 0, 500, 3000, 6, k_wait=400))
+              + tile(1, 0, 0, 500, 3000, 6, k_wait=400, m_block=2))
     s = trace.summarize_fwd(trace.decode(buffer(2, events), SLOTS))
     assert s["span_us"] == pytest.approx(3.5)
-    assert (s["tiles"], s["workers"], s["consumer_tiles"]) == (3, 2, 3)
+    assert (s["tiles"], s["items"], s["workers"], s["consumer_tiles"]) == (3, 3, 2, 3)
     assert s["idle_start"] == pytest.approx(500 / 7000)
     assert s["idle_end"] == pytest.approx(500 / 7000)
     assert s["tile_fixed_us"] == pytest.approx(1.0)
@@ -68,6 +69,13 @@ def test_fwd_summary_counts_a_tile_once_over_its_consumers():
     events = tile(0, 0, 0, 0, 1000, 2) + tile(0, 1, 0, 100, 1100, 2) + tile(0, 2, 0, 200, 1200, 2)
     s = trace.summarize_fwd(trace.decode(buffer(1, events), SLOTS))
     assert (s["tiles"], s["consumer_tiles"]) == (1, 3)
+
+
+def test_fwd_summary_counts_a_split_tile_once_over_its_pieces():
+    # Tile 7's keys in two pieces, on two workers (a split last round: kernels/tail_split.h).
+    events = tile(0, 0, 0, 0, 1000, 4) + tile(0, 0, 1, 1000, 1500, 2, m_block=7) + tile(1, 0, 0, 0, 500, 2, m_block=7)
+    s = trace.summarize_fwd(trace.decode(buffer(2, events), SLOTS))
+    assert (s["tiles"], s["items"], s["workers"]) == (2, 3, 2)
 
 
 def test_fwd_summary_says_when_events_are_missing():
