@@ -3,10 +3,10 @@
 // the rest of the workers idle through the last tile's whole time (H=32 N=8K D=128: 68 of 132
 // busy, 3% of the kernel). Instead the claims from `first` on are units (one a worker at most),
 // each an equal share of the left tiles' key blocks taken in map_workgroup's order: a unit is the
-// end of one tile and the start of the next (one or two pieces). A piece leaves its O and row statistics
-// unnormalised in a slot of `partials`; the last piece of a tile to finish, per warp (its rows),
-// merges the tile's slots in their order, so the result does not depend on which one that was,
-// and writes O and the LSE as a whole tile would.
+// end of one tile and the start of the next (one or two pieces). A piece leaves its O and row
+// statistics unnormalised in a slot of `partials`; the last piece of a tile to finish, per warp
+// (its rows), merges the tile's slots in their order, so the result does not depend on which one
+// that was, and writes O and the LSE as a whole tile would.
 #pragma once
 #include <cstdint>
 
