@@ -55,8 +55,9 @@ def packed(d, dtype, kw):
 # (deterministic) write them to a slice each (sm90; kernel_binding.h, kv_split_for).
 SPLIT = [(1, 2048, 2048, 16, 1, 128, True, torch.bfloat16, "head_first")]
 # The forward's last partial round split over keys (kernels/tail_split.h): on 132 SMs, 198 tiles
-# leave 66, cut into 132 units of the 330 key blocks (tests/test_tail_split.py's shape).
-TAIL = [(1, 200, 600, 99, 33, 128, False, torch.bfloat16, "head_first")]
+# leave 66, cut into 132 units of their key blocks (tests/test_tail_split.py's shape), at D = 128
+# and at D = 256 (one Q stage, narrower key blocks).
+TAIL = [(1, 200, 600, 99, 33, d, False, torch.bfloat16, "head_first") for d in (128, 256)]
 
 CASES = [(dense, c) for c in DENSE] + [(packed, c) for c in PACKED] + [(dense, c) for c in SPLIT + TAIL]
 

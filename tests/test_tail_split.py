@@ -70,16 +70,18 @@ def test_arguments_are_checked():
 @pytest.mark.gpu
 @needs_cuda
 @pytest.mark.parametrize("head_dim, dtype, softcap", [(128, torch.bfloat16, 0.0), (96, torch.float16, 0.0),
-                                                      (128, torch.float16, 20.0)])
+                                                      (128, torch.float16, 20.0), (256, torch.bfloat16, 0.0),
+                                                      (192, torch.float16, 20.0)])
 def test_split_tiles_match_reference_and_repeat_bitwise(head_dim, dtype, softcap):
     if not chiplet_fa.build_info()["kernel_path"].startswith("sm90"):
         pytest.skip("only the sm90 forward runs persistent workers")
     skip_unless_built(head_dim)
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     kv_heads = -(-sms // 4)
-    # Two tiles of 128 rows a head; 5 key blocks of 128, the last partial.
+    # Two tiles of 128 rows a head; 5 key blocks of 128 (more where the head dim's blocks are
+    # narrower), the last partial.
     heads, seqlen_q, seqlen_k = 3 * kv_heads, 200, 600
-    assert split(2 * heads, sms, 5)["units"], "the shape must split"
+    assert split(2 * heads, sms, 5)["units"] and split(2 * heads, sms, 10)["units"], "the shape must split"
     gen = torch.Generator().manual_seed(3)
 
     def rand(n, h):

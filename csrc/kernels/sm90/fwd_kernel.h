@@ -88,10 +88,10 @@ struct FwdKernel : FwdWarps<arch::padded_head_dim(kHeadDim)> {
     uint64_t claim_next;             // the producer started a tile: the scheduler may claim the next
   };
   // Split tiles (kernels/tail_split.h) are equal tiles: no window. Not with three consumers (D <=
-  // 64): their 160 registers did not hold the merge, and the step loop spilled (34 stores); not
-  // above D = 128 until it has run on a GPU there. A slot holds the consumers' O, then each
-  // thread's row maxima and sums, as float4 in thread order (a warp's loads and stores are whole lines).
-  static constexpr bool kSplits = !kWindowed && kConsumers == 2 && kDim <= 128;
+  // 64): their 160 registers did not hold the merge, and the step loop spilled (34 stores). A
+  // slot holds the consumers' O, then each thread's row maxima and sums, as float4 in thread order
+  // (a warp's loads and stores are whole lines).
+  static constexpr bool kSplits = !kWindowed && kConsumers == 2;
   static_assert(OAcc::kSize % 4 == 0 && Softmax::kSlots == 2, "a thread's part of a slot in float4");
   static constexpr int kSlotFloats = kConsumerThreads * (OAcc::kSize + 4);
   struct Piece {
@@ -213,23 +213,25 @@ struct FwdKernel : FwdWarps<arch::padded_head_dim(kHeadDim)> {
   static CFA_DEVICE void schedule(const FwdParams& p, const Slabs& t) {
     const GridShape grid = p.grid_shape();
     const FwdTailSplit& split = p.split;
-    const int64_t whole = kSplits && split.units ? split.first : grid_size(grid);
-    const DynamicTileScheduler queue{p.tile_counters, kSplits && split.units ? whole + split.units : whole,
-                                     scheduler_domains(p)};
-    for (int n = 0, second = -1;; ++n) {
+    const bool splits = kSplits && split.units;
+    const int64_t whole = splits ? split.first : grid_size(grid);
+    const DynamicTileScheduler queue{p.tile_counters, splits ? whole + split.units : whole, scheduler_domains(p)};
+    TailPiece second{0, 0, 0, -1};  // a unit's second piece, described on the claim after its first
+    for (int n = 0;; ++n) {
       if (n > 0) arch::mbarrier_wait(&t.bar->claim_next, (n - 1) & 1);
       TailPiece piece{0, 0, 0, -1};
       int64_t wid;
-      if (kSplits && second >= 0) {
-        piece = unit_piece(split, second, 1);
-        second = -1;
+      if (kSplits && second.slot >= 0) {
+        piece = second;
+        second.slot = -1;
         wid = whole + piece.tile;
       } else {
         wid = queue.claim();
         if (kSplits && wid >= whole) {
           const int32_t u = int32_t(wid - whole);
           piece = unit_piece(split, u, 0);
-          if (unit_piece(split, u, 1).end > 0) second = u;
+          second = unit_piece(split, u, 1);
+          if (second.end == 0) second.slot = -1;  // the unit ends in its first piece's tile
           wid = whole + piece.tile;
         }
       }
