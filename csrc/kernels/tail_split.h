@@ -26,6 +26,7 @@ struct FwdTailSplit {
 // A unit's part of one tile: key blocks [first, end) of tail tile `tile`, kept in slot `slot`.
 struct TailPiece {
   int32_t tile, first, end, slot;
+  CFA_HOST_DEVICE bool empty() const { return end == first; }
 };
 
 // In 32 bits (plan_tail_split keeps units * tail blocks below 2^31): the scheduler's lane has few
@@ -40,7 +41,7 @@ CFA_HOST_DEVICE int32_t unit_of_block(const FwdTailSplit& s, uint32_t b) {
   return int32_t(((b + 1) * uint32_t(s.units) - 1) / tail_blocks(s));
 }
 
-// Piece k (0 or 1) of unit u; end == first when the unit has no such piece.
+// Piece k (0 or 1) of unit u; empty() when the unit has no such piece.
 CFA_HOST_DEVICE TailPiece unit_piece(const FwdTailSplit& s, int32_t u, int k) {
   const uint32_t b0 = unit_begin(s, u), b1 = unit_begin(s, u + 1), nb = uint32_t(s.tile_blocks);
   const int32_t tile = int32_t(b0 / nb) + k;

@@ -146,7 +146,7 @@ PYBIND11_MODULE(_C, m) {
         for (int32_t u = 0; u < s.units; ++u)
           for (int k = 0; k < 2; ++k) {
             const chiplet_fa::TailPiece t = chiplet_fa::unit_piece(s, u, k);
-            if (t.end > t.first) pieces.append(py::make_tuple(u, t.tile, t.first, t.end, t.slot));
+            if (!t.empty()) pieces.append(py::make_tuple(u, t.tile, t.first, t.end, t.slot));
           }
         for (int32_t i = 0; i < s.tail; ++i) {
           const chiplet_fa::TileSlots t = chiplet_fa::tile_slots(s, i);

@@ -231,7 +231,7 @@ struct FwdKernel : FwdWarps<arch::padded_head_dim(kHeadDim)> {
           const int32_t u = int32_t(wid - whole);
           piece = unit_piece(split, u, 0);
           second = unit_piece(split, u, 1);
-          if (second.end == 0) second.slot = -1;  // the unit ends in its first piece's tile
+          if (second.empty()) second.slot = -1;  // the unit ends in its first piece's tile
           wid = whole + piece.tile;
         }
       }
