@@ -95,6 +95,16 @@ def calls(b, hq, hkv, n, d, causal, mappings, direction="both"):
             fns["bwd" + tag[m]] = lambda m=m: ops.bwd(dout, q, k, v, out, lse, None, causal, m, -1, False)
             fns["bwd det" + tag[m]] = lambda m=m: ops.bwd(dout, q, k, v, out, lse, None, causal, m, -1, True)
         fns["cudnn bwd"] = lambda: torch.autograd.grad(ref, leaves, dout.transpose(1, 2), retain_graph=True)
+    if direction == "both":  # bwd.py's forward+backward: which kernel slows when the two run as one call
+        def cudnn_fwd_bwd():
+            with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+                o = F.scaled_dot_product_attention(*leaves, is_causal=causal, enable_gqa=hq != hkv)
+            return torch.autograd.grad(o, leaves, dout.transpose(1, 2))
+
+        for m in mappings:
+            fns["fwd+bwd" + tag[m]] = lambda m=m: ops.bwd(dout, q, k, v, *ops.fwd(q, k, v, None, causal, m, -1),
+                                                          None, causal, m, -1, False)
+        fns["cudnn fwd+bwd"] = cudnn_fwd_bwd
     return fns
 
 
@@ -105,7 +115,8 @@ def main():
     ap.add_argument("--mappings", nargs="+", default=["head_first"],
                     choices=("block_first", "head_first", "swizzled_block_first", "swizzled_head_first"))
     ap.add_argument("--direction", choices=("fwd", "bwd", "both"), default="both",
-                    help="only the forward calls (ours under each mapping, cuDNN's), only the backward ones, or both")
+                    help="only the forward calls (ours under each mapping, cuDNN's), only the backward ones, or both"
+                         " and forward+backward as one call")
     ap.add_argument("--graph", action="store_true", help="profile CUDA-graph replays, back to back (see above)")
     ap.add_argument("--settle-ms", type=float, default=0.0, help="with --graph: untimed replays first")
     ap.add_argument("--out", type=Path, required=True)
