@@ -5,8 +5,9 @@ mappings given) and cuDNN's, each in one process (bench/NOTES.md, "Timing at the
    synchronising after each; `synced`) and by replays back to back (events around a run of
    them; `back-to-back`), alternating, for --rounds rounds.
 2. placement (--copies N): the same inputs copied into N fresh allocations (other physical pages),
-   each timed the synced way: whether a kernel's time depends on where its inputs lie. Across
-   processes head_first at H=32 N=8K D=128 read 574-719 TFLOP/s where cuDNN read 593-642.
+   each timed the synced way, then again in reverse order: whether a kernel's time depends on
+   where its inputs lie. Across processes head_first at H=32 N=8K D=128 read 574-719 TFLOP/s
+   where cuDNN read 593-642.
 
   python bench/timing_probe.py --shapes 1,32,32,8192,128,0 8,16,16,2048,64,1 --copies 4
   python bench/timing_probe.py --shapes 1,32,32,8192,128,0 --rounds 0 --copies 4 \
@@ -88,17 +89,20 @@ def probe(s, args, say):
             t.close()
     readings = {}
     kept = []  # every copy stays allocated: a freed one's blocks would serve the next
-    for i in range(args.copies):
-        copies = [t.clone() for t in (q, k, v)]
-        kept.append(copies)
-        ms = timed(calls(*copies, causal, args.num_xcds, args.mappings), lambda t: t.ms(300))
-        say(f"{s} copy {i}: " + " | ".join(f"{name} {m * 1e3:.1f} us ({flops / m / 1e9:.0f})"
-                                             for name, m in ms.items()))
+    # Two passes, the second in reverse order: a copy that reads slow in both is its placement,
+    # one that reads slow only in its place in the run is the clock.
+    order = list(range(args.copies)) + list(reversed(range(args.copies))) if args.copies > 1 else []
+    for n, i in enumerate(order):
+        if i == len(kept):
+            kept.append([t.clone() for t in (q, k, v)])
+        ms = timed(calls(*kept[i], causal, args.num_xcds, args.mappings), lambda t: t.ms(300))
+        say(f"{s} copy {i}{' again' if n >= args.copies else ''}: "
+            + " | ".join(f"{name} {m * 1e3:.1f} us ({flops / m / 1e9:.0f})" for name, m in ms.items()))
         for name, m in ms.items():
             readings.setdefault(name, []).append(m * 1e3)
     for name, us in readings.items():
         if len(us) > 1:
-            say(f"{s} {name} over {len(us)} copies: {min(us):.1f}-{max(us):.1f} us, "
+            say(f"{s} {name} over {len(us)} readings of {args.copies} copies: {min(us):.1f}-{max(us):.1f} us, "
                 f"spread {max(us) / min(us) - 1:.1%}, median {statistics.median(us):.1f}")
 
 
