@@ -15,6 +15,7 @@ between kernels takes the difference.
 """
 import argparse
 import sys
+import time
 from collections import defaultdict
 from pathlib import Path
 
@@ -24,6 +25,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.profiler import ProfilerActivity, profile
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from clock_log import ClockLog  # noqa: E402
 from timing import _Timer, save_results  # noqa: E402
 
 import chiplet_fa  # noqa: E402,F401  (registers the operators)
@@ -43,29 +45,34 @@ def per_call(kernels, calls):
     return {name: us / calls for name, us in total.items()}, span / calls
 
 
-def profiled_kernels(run, runs):
-    """(name, start us, end us) of every GPU kernel of `runs` runs of `run`."""
+def profiled_kernels(run, runs, windows):
+    """(name, start us, end us) of every GPU kernel of `runs` runs of `run`; appends the runs'
+    wall-clock window (time.time()) to `windows`."""
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        t0 = time.time()
         for _ in range(runs):
             run()
         torch.cuda.synchronize()
+        windows.append((t0, time.time()))
     return [(e.name, e.time_range.start, e.time_range.end) for e in prof.events()
             if e.device_type == torch.autograd.DeviceType.CUDA]
 
 
-def kernel_times(fn, graph=False, settle_ms=0.0):
+def kernel_times(fn, graph=False, settle_ms=0.0, windows=None):
     """per_call() of fn: CALLS eager calls after a warm-up, or (graph) replays of a CUDA graph of
-    calls, at least CALLS calls, after settle_ms of untimed replays."""
+    calls, at least CALLS calls, after settle_ms of untimed replays. The profiled calls' wall-clock
+    window is appended to `windows`."""
+    windows = [] if windows is None else windows
     if graph:
         with _Timer(fn, graph=True) as timer:
             if timer.graph is not None:  # None: a call too long to capture, or one that cannot be
                 if settle_ms > 0:
                     timer.ms(0.0, min_reps=1, settle_ms=settle_ms)
                 replays = -(-CALLS // timer.calls)
-                return per_call(profiled_kernels(timer.graph.replay, replays), replays * timer.calls)
+                return per_call(profiled_kernels(timer.graph.replay, replays, windows), replays * timer.calls)
     fn()
     torch.cuda.synchronize()
-    return per_call(profiled_kernels(fn, CALLS), CALLS)
+    return per_call(profiled_kernels(fn, CALLS, windows), CALLS)
 
 
 def calls(b, hq, hkv, n, d, causal, mappings, direction="both"):
@@ -121,22 +128,29 @@ def main():
     ap.add_argument("--settle-ms", type=float, default=0.0, help="with --graph: untimed replays first")
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
-    rows, lines = [], []
-    for shape in args.shapes:
-        b, hq, hkv, n, d = (int(x) for x in shape.split(","))
-        for causal in {"no": [False], "yes": [True], "both": [False, True]}[args.causal]:
-            for call, fn in calls(b, hq, hkv, n, d, causal, args.mappings, args.direction).items():
-                times, span = kernel_times(fn, args.graph, args.settle_ms)
-                total = sum(times.values())
-                lines.append(f"\n{b}x{hq}/{hkv} N={n} D={d} causal={causal} {call}: {total:.1f} us of kernels a call"
-                             f", {span:.1f} us a call from one call's first kernel to the next's\n")
-                lines.append("| kernel | us | share |\n|---|---|---|")
-                for name, us in sorted(times.items(), key=lambda x: -x[1]):
-                    lines.append(f"| `{name[:110]}` | {us:.1f} | {us / total:.1%} |")
-                    rows.append({"B": b, "H_q": hq, "H_kv": hkv, "N": n, "D": d, "causal": causal, "call": call,
-                                 "kernel": name, "us": us, "span_us": span, "graph": args.graph})
+    rows, lines, windows = [], [], []
+    with ClockLog() as clocks:
+        for shape in args.shapes:
+            b, hq, hkv, n, d = (int(x) for x in shape.split(","))
+            for causal in {"no": [False], "yes": [True], "both": [False, True]}[args.causal]:
+                for call, fn in calls(b, hq, hkv, n, d, causal, args.mappings, args.direction).items():
+                    times, span = kernel_times(fn, args.graph, args.settle_ms, windows)
+                    rows.append(((b, hq, hkv, n, d, causal, call), times, span))
+    table = []
+    for (b, hq, hkv, n, d, causal, call), times, span in rows:
+        total = sum(times.values())
+        clock = clocks.window(*windows.pop(0))
+        at = f"; SM clock {clock[0]:.0f} MHz, {clock[1]:.0f} W over its {clock[2]} samples" if clock else ""
+        lines.append(f"\n{b}x{hq}/{hkv} N={n} D={d} causal={causal} {call}: {total:.1f} us of kernels a call"
+                     f", {span:.1f} us a call from one call's first kernel to the next's{at}\n")
+        lines.append("| kernel | us | share |\n|---|---|---|")
+        for name, us in sorted(times.items(), key=lambda x: -x[1]):
+            lines.append(f"| `{name[:110]}` | {us:.1f} | {us / total:.1%} |")
+            table.append({"B": b, "H_q": hq, "H_kv": hkv, "N": n, "D": d, "causal": causal, "call": call,
+                          "kernel": name, "us": us, "span_us": span, "graph": args.graph,
+                          "sm_mhz": clock[0] if clock else None, "watts": clock[1] if clock else None})
     how = "CUDA-graph replays, back to back" if args.graph else "eager calls"
-    md, _ = save_results(args.out, "kernel_times", rows,
+    md, _ = save_results(args.out, "kernel_times", table,
                          lambda rows, gpu, command: f"# GPU time per kernel of one call ({gpu}, {how})\n\n`{command}`\n"
                          + "\n".join(lines) + "\n")
     print(md)
