@@ -12,18 +12,19 @@ import torch
 
 
 def time_ms(fn, min_total_ms: float = 300.0, max_reps: int = 50, graph: bool = False,
-            settle_ms: float = 0.0) -> float:
+            settle_ms: float = 0.0, rest_ms: float = 0.0) -> float:
     """Median milliseconds of fn() after one warm-up, repeating until min_total_ms elapses (CUDA
     events on a GPU, the wall clock without one). With graph=True (GPU only) a call shorter than
     GRAPH_MIN_MS is captured in a CUDA graph and the graph's replays are timed: a call of tens of
     microseconds is then timed without the host's launch work, which otherwise moves it by ~10%
-    between repeats. Longer calls hide that work and are timed singly. settle_ms: as time_in_turns'."""
+    between repeats. Longer calls hide that work and are timed singly. settle_ms, rest_ms: as
+    time_in_turns'."""
     with _Timer(fn, graph) as timer:
-        return timer.ms(min_total_ms, max_reps, settle_ms=settle_ms)
+        return timer.ms(min_total_ms, max_reps, settle_ms=settle_ms, rest_ms=rest_ms)
 
 
 def time_in_turns(fns, graph: bool = False, rounds: int = 1, total_ms: float = 300.0,
-                  settle_ms: float = 0.0, rotate: bool = False) -> dict:
+                  settle_ms: float = 0.0, rotate: bool = False, rest_ms: float = 0.0) -> dict:
     """{name: median milliseconds a call} of fns ({name: fn, or None for a backend that does not
     run}, in the order given). rounds = 1 (the tables' method): each fn timed for total_ms, one
     after another, as by time_ms. More rounds: each round times every fn for about total_ms /
@@ -34,9 +35,12 @@ def time_in_turns(fns, graph: bool = False, rounds: int = 1, total_ms: float = 3
     settle_ms > 0 runs a fn that long, untimed, right before each of its timings, so that it is
     timed at the clock its own load sets. rotate (with rounds > 1): round r starts at the r-th fn
     and goes round, so each fn follows each other one in some round, not always the same (the fixed
-    order moved each column with its place: NOTES). A None fn times as None."""
+    order moved each column with its place: NOTES). rest_ms > 0 leaves the GPU idle that long before
+    each timing (and its settling), so that every fn starts from the same rested clock instead of
+    the one its predecessor left. A None fn times as None."""
     if rounds <= 1:  # one after another, each warmed up just before it is timed
-        return {name: None if fn is None else time_ms(fn, total_ms, graph=graph, settle_ms=settle_ms)
+        return {name: None if fn is None else time_ms(fn, total_ms, graph=graph, settle_ms=settle_ms,
+                                                      rest_ms=rest_ms)
                 for name, fn in fns.items()}
     timers = {}
     try:
@@ -47,7 +51,8 @@ def time_in_turns(fns, graph: bool = False, rounds: int = 1, total_ms: float = 3
         for r in range(rounds):
             first = r % len(names) if rotate and names else 0
             for name in names[first:] + names[:first]:
-                rounds_ms[name].append(timers[name].ms(total_ms / rounds, min_reps=1, settle_ms=settle_ms))
+                rounds_ms[name].append(timers[name].ms(total_ms / rounds, min_reps=1, settle_ms=settle_ms,
+                                                       rest_ms=rest_ms))
         return {name: statistics.median(rounds_ms[name]) if t is not None else None for name, t in timers.items()}
     finally:
         for t in timers.values():
@@ -94,8 +99,11 @@ class _Timer:
         g.replay()
         self.graph, self.calls = g, calls
 
-    def ms(self, min_total_ms, max_reps=50, min_reps=3, settle_ms=0.0):
+    def ms(self, min_total_ms, max_reps=50, min_reps=3, settle_ms=0.0, rest_ms=0.0):
         run = self.graph.replay if self.graph is not None else self.fn
+        if rest_ms > 0 and self.gpu:  # idle: the power controller lets the clock back up
+            torch.cuda.synchronize()
+            time.sleep(rest_ms / 1e3)
         if settle_ms > 0:  # untimed: calls until settle_ms have passed
             _median_ms(run, self.gpu, settle_ms, 1 << 30, self.calls, min_reps=1)
         return _median_ms(run, self.gpu, min_total_ms, max_reps, self.calls, min_reps)
@@ -114,7 +122,7 @@ class _Timer:
 
 
 def add_timing_argument(ap):
-    """--timing (graph or eager calls), --rounds, --rotate and --settle-ms: time_in_turns' keyword
+    """--timing (graph or eager calls), --rounds, --rotate, --settle-ms and --rest-ms: time_in_turns' keyword
     arguments, which timing_options(args) gives."""
     ap.add_argument("--timing", choices=["graph", "eager"], default="graph",
                     help=f"graph: calls under {GRAPH_MIN_MS:g} ms timed as replays of a CUDA graph of "
@@ -130,12 +138,15 @@ def add_timing_argument(ap):
     ap.add_argument("--settle-ms", type=float, default=0.0,
                     help="run each column this long, untimed, right before each of its timings, so that "
                          "it is timed at the clock its own load sets (the H200 runs at its power cap)")
+    ap.add_argument("--rest-ms", type=float, default=0.0,
+                    help="leave the GPU idle this long before each column's timing, so that each starts "
+                         "from the same rested clock, not the one its predecessor left")
 
 
 def timing_options(args) -> dict:
     """time_in_turns' (and timing_note's) keyword arguments from add_timing_argument's options."""
     return {"graph": args.timing == "graph", "rounds": args.rounds, "settle_ms": args.settle_ms,
-            "rotate": args.rotate}
+            "rotate": args.rotate, "rest_ms": args.rest_ms}
 
 
 def _median_ms(fn, gpu, min_total_ms, max_reps, calls=1, min_reps=3):
@@ -157,12 +168,15 @@ def _median_ms(fn, gpu, min_total_ms, max_reps, calls=1, min_reps=3):
 
 # A call or a replay of at least this long hides the host's launch work.
 GRAPH_MIN_MS = 2.0
-def timing_note(graph: bool, rounds: int = 1, settle_ms: float = 0.0, rotate: bool = False) -> str:
-    """How a table names its timing (time_ms's graph argument, time_in_turns' rounds, settle_ms and rotate)."""
+def timing_note(graph: bool, rounds: int = 1, settle_ms: float = 0.0, rotate: bool = False,
+                rest_ms: float = 0.0) -> str:
+    """How a table names its timing (time_ms's graph argument, time_in_turns' rounds, settle_ms,
+    rotate and rest_ms)."""
     calls = (f"of CUDA-graph replays below {GRAPH_MIN_MS:g} ms a call, of single calls above" if graph
              else "of single calls")
     turns = f", the columns timed in {rounds} turns" + (", each round starting one column later" if rotate else "")
     return (calls + (turns if rounds > 1 else "")
+            + (f", each after {rest_ms:g} ms of an idle GPU" if rest_ms > 0 else "")
             + (f", each after {settle_ms:g} ms of its own calls" if settle_ms > 0 else ""))
 
 

@@ -77,7 +77,10 @@ def test_options_from_the_command_line():
     import argparse
     ap = argparse.ArgumentParser()
     timing.add_timing_argument(ap)
-    opts = timing.timing_options(ap.parse_args(["--rounds", "3", "--settle-ms", "500", "--rotate"]))
-    assert opts == {"graph": True, "rounds": 3, "settle_ms": 500.0, "rotate": True}
+    opts = timing.timing_options(ap.parse_args(["--rounds", "3", "--settle-ms", "500", "--rotate",
+                                                "--rest-ms", "800"]))
+    assert opts == {"graph": True, "rounds": 3, "settle_ms": 500.0, "rotate": True, "rest_ms": 800.0}
     assert timing.timing_options(ap.parse_args([])) == {"graph": True, "rounds": 1, "settle_ms": 0.0,
-                                                        "rotate": False}
+                                                        "rotate": False, "rest_ms": 0.0}
+    assert "800 ms of an idle GPU" in timing.timing_note(**opts)
+    assert "idle" not in timing.timing_note(True)
