@@ -16,6 +16,7 @@ class ClockLog:
     def __init__(self, period_ms: int = 20):
         self.period_ms = period_ms
         self.proc = None
+        self.power = None  # the power field nvidia-smi accepted
         self.rows = []
 
     def __enter__(self):
@@ -30,6 +31,7 @@ class ClockLog:
             if self.proc.poll() is None:  # still sampling: the field is known
                 self.power = power
                 return self
+            self.proc.communicate()
         self.proc = None
         return self
 
