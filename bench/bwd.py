@@ -7,6 +7,7 @@ cuDNN, one process.
   python bench/bwd.py --issue --mappings head_first --out /tmp/r   # issue #13's points (H200: ~3 min)
   python bench/bwd.py --shapes 4,32,8,4096,128 --causal yes --out /tmp/r   # chosen shapes
   python bench/bwd.py --quick --mappings head_first --out /tmp/r   # head_first against SDPA only
+  python bench/bwd.py --issue --mappings head_first --peers sdpa_cudnn --settle-ms 1500 --out /tmp/r
 FLOPs: backward = 2.5x forward, forward+backward = 3.5x forward; causal FLOPs halved.
 Writes bwd_<gpu>.md and bwd_<gpu>.json. chiplet_fa backward times the bwd operator alone (given
 out and lse) with atomic dQ; the `det` column is deterministic mode under head_first. SDPA
@@ -28,6 +29,7 @@ import chiplet_fa  # noqa: E402,F401  (registers the operators)
 
 MAPPINGS = ("block_first", "head_first", "swizzled_block_first", "swizzled_head_first")
 SDPA = {"sdpa_flash": SDPBackend.FLASH_ATTENTION, "sdpa_cudnn": SDPBackend.CUDNN_ATTENTION}
+RATIOS = (("sdpa_flash", "flash"), ("sdpa_cudnn", "cuDNN"))
 # (B, H_q, H_kv, N, D): the paper's shapes that fit the time budget (B 1..4, H 32/128, N 8K/32K,
 # GQA 64/8); --full adds H=128 at 32K, which alone takes about a minute.
 SWEEP = [(1, 128, 128, 8192, 128), (4, 32, 32, 8192, 128), (1, 32, 32, 32768, 128),
@@ -47,7 +49,7 @@ def tflops(flops, ms):
     return None if ms is None else flops / ms / 1e9
 
 
-def run_shape(b, hq, hkv, n, d, causal, num_xcds, mappings, timing):
+def run_shape(b, hq, hkv, n, d, causal, num_xcds, mappings, timing, peers=tuple(SDPA)):
     gen = torch.Generator(device="cuda").manual_seed(0)
     q, k, v = (torch.randn(b, n, h, d, device="cuda", dtype=torch.bfloat16, generator=gen)
                for h in (hq, hkv, hkv))
@@ -72,8 +74,8 @@ def run_shape(b, hq, hkv, n, d, causal, num_xcds, mappings, timing):
 
     leaves = [t.transpose(1, 2).detach().requires_grad_() for t in (q, k, v)]
     dout_t = dout.transpose(1, 2)
-    for name, backend in SDPA.items():
-        def fwd(backend=backend):
+    for name in peers:
+        def fwd(backend=SDPA[name]):
             with sdpa_kernel(backend):
                 return F.scaled_dot_product_attention(*leaves, is_causal=causal, enable_gqa=hq != hkv)
         try:
@@ -97,16 +99,18 @@ def markdown(rows, gpu, command):
              "fwd+bwd = 3.5x; causal FLOPs halved)", "", f"Command: `{command}`", ""]
     for kind, title in (("bwd", "Backward"), ("fwdbwd", "Forward + backward")):
         cols = [f"{m}_{kind}" for m in MAPPINGS if f"{m}_{kind}" in rows[0]] + (["head_first_det_bwd"] if kind == "bwd" else [])
-        cols += [f"{s}_{kind}" for s in SDPA]
+        peers = [(s, name) for s, name in RATIOS if f"{s}_{kind}" in rows[0]]  # the SDPA backends that ran
+        cols += [f"{s}_{kind}" for s, _ in peers]
         lines += [f"## {title}", "",
                   "| B | H_q | H_kv | N | D | causal | " + " | ".join(c.removesuffix(f"_{kind}") for c in cols)
-                  + " | best / flash | best / cuDNN |", "|" + "---|" * (8 + len(cols))]
+                  + "".join(f" | best / {name}" for _, name in peers) + " |",
+                  "|" + "---|" * (6 + len(cols) + len(peers))]
         for r in rows:
             best = r[f"{best_mapping(r, kind)}_{kind}"]
             ratio = lambda key: "n/a" if not r.get(key) else f"{best / r[key]:.2f}"  # noqa: E731
             lines.append(f"| {r['B']} | {r['H_q']} | {r['H_kv']} | {r['N']} | {r['D']} | "
                          f"{'yes' if r['causal'] else 'no'} | " + " | ".join(fmt(r[c]) for c in cols)
-                         + f" | {ratio(f'sdpa_flash_{kind}')} | {ratio(f'sdpa_cudnn_{kind}')} |")
+                         + "".join(f" | {ratio(f'{s}_{kind}')}" for s, _ in peers) + " |")
         lines.append("")
     return "\n".join(lines)
 
@@ -125,6 +129,9 @@ def main():
     ap.add_argument("--shapes", nargs="+", metavar="B,H_Q,H_KV,N,D", help="these shapes instead of the sweep")
     ap.add_argument("--mappings", nargs="+", choices=MAPPINGS, default=list(MAPPINGS),
                     help="time only these (head_first is always timed: the det column and the ratios use it)")
+    ap.add_argument("--peers", nargs="+", choices=tuple(SDPA), default=list(SDPA),
+                    help="the SDPA backends timed (default both); settled (--settle-ms 1500), a column "
+                         "takes ~2 s a shape")
     args = ap.parse_args()
     if not torch.cuda.is_available():
         sys.exit("bench/bwd.py needs a CUDA or ROCm device")
@@ -140,12 +147,12 @@ def main():
     stream = torch.cuda.Stream()
     for i, (shape, causal) in enumerate(shapes):
         with torch.cuda.stream(stream):
-            rows.append(run_shape(*shape, causal, args.num_xcds, mappings, timing_options(args)))
+            rows.append(run_shape(*shape, causal, args.num_xcds, mappings, timing_options(args), args.peers))
         r = rows[-1]
         print(f"[{i + 1}/{len(shapes)}] {shape} causal={causal}: bwd "
               + ", ".join(f"{m} {r[f'{m}_bwd']:.0f}" for m in mappings)
-              + f", det {r['head_first_det_bwd']:.0f}, flash {fmt(r['sdpa_flash_bwd'])}, "
-              f"cudnn {fmt(r['sdpa_cudnn_bwd'])}", flush=True)
+              + f", det {r['head_first_det_bwd']:.0f}, flash {fmt(r.get('sdpa_flash_bwd'))}, "
+              f"cudnn {fmt(r.get('sdpa_cudnn_bwd'))}", flush=True)
         torch.cuda.empty_cache()
     md, _ = save_results(args.out, "bwd", rows, markdown)
     print(md)

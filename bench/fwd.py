@@ -3,6 +3,7 @@
   python bench/fwd.py --out bench/results            # issue #12's sweep against SDPA (H200: ~2 min)
   python bench/fwd.py --quick --out /tmp/r            # three shapes, for iterating
   python bench/fwd.py --shapes 8,16,16,2048,64 --causal yes --out /tmp/r   # chosen shapes
+  python bench/fwd.py --settle-ms 1500 --peers sdpa_cudnn --out /tmp/r   # the settled issue table
 Writes fwd_<gpu>.md and fwd_<gpu>.json; --plot draws TFLOP/s per mapping (needs matplotlib).
 """
 import argparse
@@ -39,6 +40,7 @@ QUICK = [((1, 128, 128, 8192, 128), BOTH), ((1, 64, 8, 8192, 128), CAUSAL), ((1,
 # The default columns; --all-columns adds the swizzled policies (which assume 8 XCDs: no better than
 # head_first on a one-L2 GPU) and SDPA's memory-efficient backend (about a third of the others).
 COLUMNS = ("block_first", "head_first", "sdpa_flash", "sdpa_cudnn")
+RATIOS = (("block_first", "block_first"), ("sdpa_flash", "flash"), ("sdpa_cudnn", "cuDNN"))
 
 
 def run_shape(b, hq, hkv, n, d, causal, num_xcds, columns, timing):
@@ -72,16 +74,17 @@ def run_shape(b, hq, hkv, n, d, causal, num_xcds, columns, timing):
 
 def markdown(rows, gpu, command):
     cols = [c for c in list(MAPPINGS) + list(SDPA) if c in rows[0]]
+    peers = [(c, name) for c, name in RATIOS if c in rows[0]]  # the ratio columns of the peers that ran
     lines = [f"# chiplet_fa forward, {gpu}, bf16 (TFLOP/s, median {rows[0]['timing']}; causal FLOPs halved)", "",
              f"Command: `{command}`", "",
-             "| B | H_q | H_kv | N | D | causal | " + " | ".join(cols)
-             + " | head_first / block_first | head_first / flash | head_first / cuDNN |",
-             "|" + "---|" * (9 + len(cols))]
+             "| B | H_q | H_kv | N | D | causal | " + " | ".join(cols) + " | "
+             + " | ".join(f"head_first / {name}" for _, name in peers) + " |",
+             "|" + "---|" * (6 + len(cols) + len(peers))]
     for r in rows:
         ratio = lambda key: "n/a" if not r.get(key) else f"{r['head_first'] / r[key]:.2f}"  # noqa: E731
         lines.append(f"| {r['B']} | {r['H_q']} | {r['H_kv']} | {r['N']} | {r['D']} | "
                      f"{'yes' if r['causal'] else 'no'} | " + " | ".join(fmt(r[c]) for c in cols)
-                     + f" | {ratio('block_first')} | {ratio('sdpa_flash')} | {ratio('sdpa_cudnn')} |")
+                     + " | " + " | ".join(ratio(c) for c, _ in peers) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -111,6 +114,9 @@ def main():
                     help="restrict the sweep's causal values (the small shapes are causal only)")
     ap.add_argument("--all-columns", action="store_true",
                     help="also the swizzled policies and SDPA's memory-efficient backend")
+    ap.add_argument("--peers", nargs="+", choices=tuple(SDPA),
+                    help="only these SDPA backends (default: flash and cuDNN; every one with --all-columns); "
+                         "settled (--settle-ms 1500), a column takes ~2 s a shape")
     add_timing_argument(ap)
     ap.add_argument("--num-xcds", type=int, default=8,
                     help="domains the swizzled policies assume (8 = MI300X; NVIDIA dispatch is not round-robin)")
@@ -122,6 +128,8 @@ def main():
         sys.exit("bench/fwd.py needs a CUDA or ROCm device")
     allowed = {"both": (False, True), "yes": (True,), "no": (False,)}[args.causal]
     columns = tuple(MAPPINGS) + tuple(SDPA) if args.all_columns else COLUMNS
+    if args.peers:
+        columns = tuple(c for c in columns if c not in SDPA) + tuple(args.peers)
     sweep = QUICK if args.quick else SWEEP
     if args.shapes:
         sweep = [(tuple(int(x) for x in s.split(",")), BOTH) for s in args.shapes]

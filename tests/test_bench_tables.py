@@ -1,0 +1,53 @@
+"""The issue tables of bench/fwd.py and bench/bwd.py (markdown from result rows, no GPU): the ratio
+columns follow the peers that ran, and every row has the header's cells."""
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def load(name):
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", ROOT / "bench" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def table_rows(md):
+    """Cells of each table line (header, separator and rows) of a markdown text."""
+    return [line.strip("|").split("|") for line in md.splitlines() if line.startswith("|")]
+
+
+def shape(**extra):
+    return {"B": 1, "H_q": 32, "H_kv": 32, "N": 8192, "D": 128, "causal": False, "timing": "of replays", **extra}
+
+
+@pytest.mark.parametrize("peers,ratios", [(("sdpa_flash", "sdpa_cudnn"), ["flash", "cuDNN"]),
+                                          (("sdpa_cudnn",), ["cuDNN"])])
+def test_forward_table_has_a_ratio_a_peer(peers, ratios):
+    fwd = load("fwd")
+    row = shape(block_first=500.0, head_first=600.0, **{p: 550.0 for p in peers})
+    md = fwd.markdown([row], "GPU", "python bench/fwd.py")
+    header, sep, cells = table_rows(md)
+    assert [h.strip() for h in header][-1 - len(ratios):] == ["head_first / block_first"] + [
+        f"head_first / {r}" for r in ratios]
+    assert len(header) == len(sep) == len(cells)
+    assert cells[-1].strip() == "1.09"  # 600 / 550
+    assert ("flash" in md) == ("sdpa_flash" in peers)
+
+
+@pytest.mark.parametrize("peers", [("sdpa_flash", "sdpa_cudnn"), ("sdpa_cudnn",)])
+def test_backward_tables_have_a_ratio_a_peer(peers):
+    bwd = load("bwd")
+    row = shape(head_first_bwd=520.0, head_first_fwdbwd=540.0, head_first_det_bwd=480.0,
+                **{f"{p}_{k}": 500.0 for p in peers for k in ("bwd", "fwdbwd")})
+    md = bwd.markdown([row], "GPU", "python bench/bwd.py")
+    tables = table_rows(md)
+    assert len(tables) == 6  # header, separator and one row, backward then forward+backward
+    for header, sep, cells in (tables[:3], tables[3:]):
+        assert len(header) == len(sep) == len(cells)
+        assert header[-1].strip() == "best / cuDNN"
+        assert ("best / flash" in "|".join(header)) == ("sdpa_flash" in peers)
+    assert tables[2][-1].strip() == "1.04" and tables[5][-1].strip() == "1.08"  # 520 / 500, 540 / 500
