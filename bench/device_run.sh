@@ -23,13 +23,15 @@
 # Reduced builds: CHIPLET_FA_DTYPES=bf16 CHIPLET_FA_HDIMS=128 bash bench/device_run.sh smoke
 # A second call on the still-warm machine: SKIP_BUILD=1 bash bench/device_run.sh tests sanitize
 # Pending changes first: APPLY="/path/a.patch /path/b.patch" bash bench/device_run.sh tests
-# Results go to $OUT/results.tgz (the device tool brings back few files), packed again after every
-# stage: a call cut off at its time limit still brings back the stages it finished.
+# Results go to $OUT/results.tgz ($OUT/$ARCHIVE.tgz with ARCHIVE set; the device tool brings back
+# few files), packed again after every stage: a call cut off at its time limit still brings back
+# the stages it finished.
 set -uo pipefail
 FINAL=${OUT:-/tmp/chiplet_fa_out}
 mkdir -p "$FINAL"
 OUT=$(mktemp -d /tmp/device_run.XXXXXX)  # the stages write here; $FINAL holds only the archive
-pack() { tar czf "$FINAL/results.tgz.part" -C "$OUT" . && mv "$FINAL/results.tgz.part" "$FINAL/results.tgz"; }
+ARCHIVE=${ARCHIVE:-results}  # two runs in one device call: name the first's (ARCHIVE=checks) or the second replaces it
+pack() { tar czf "$FINAL/$ARCHIVE.tgz.part" -C "$OUT" . && mv "$FINAL/$ARCHIVE.tgz.part" "$FINAL/$ARCHIVE.tgz"; }
 trap pack EXIT
 export PYTHONUNBUFFERED=1
 status=0
