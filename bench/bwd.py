@@ -22,6 +22,7 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from clock_log import ClockLog, clock_pair, column_clocks  # noqa: E402
 from timing import (add_timing_argument, attention_flops, fmt, save_results, time_in_turns,  # noqa: E402
                     timing_note, timing_options)
 
@@ -85,8 +86,10 @@ def run_shape(b, hq, hkv, n, d, causal, num_xcds, mappings, timing, peers=tuple(
             continue
         fns[f"{name}_bwd"] = lambda kept=kept: torch.autograd.grad(kept, leaves, dout_t, retain_graph=True)
         fns[f"{name}_fwdbwd"] = lambda fwd=fwd: torch.autograd.grad(fwd(), leaves, dout_t)
-    for key, ms in time_in_turns(fns, **timing).items():
+    windows = {}
+    for key, ms in time_in_turns(fns, **timing, windows=windows).items():
         row[key] = tflops((BWD_FACTOR if key.endswith("_bwd") else FWD_BWD_FACTOR) * fwd_flops, ms)
+    row["windows"] = windows  # column_clocks turns them into each column's SM clock
     return row
 
 
@@ -101,18 +104,39 @@ def markdown(rows, gpu, command):
         cols = [f"{m}_{kind}" for m in MAPPINGS if f"{m}_{kind}" in rows[0]] + (["head_first_det_bwd"] if kind == "bwd" else [])
         peers = [(s, name) for s, name in RATIOS if f"{s}_{kind}" in rows[0]]  # the SDPA backends that ran
         cols += [f"{s}_{kind}" for s, _ in peers]
+        clocks = f"head_first_{kind}_mhz" in rows[0] and f"sdpa_cudnn_{kind}_mhz" in rows[0]
         lines += [f"## {title}", "",
                   "| B | H_q | H_kv | N | D | causal | " + " | ".join(c.removesuffix(f"_{kind}") for c in cols)
-                  + "".join(f" | best / {name}" for _, name in peers) + " |",
-                  "|" + "---|" * (6 + len(cols) + len(peers))]
+                  + "".join(f" | best / {name}" for _, name in peers)
+                  + (" | SM MHz head_first / cuDNN" if clocks else "") + " |",
+                  "|" + "---|" * (6 + len(cols) + len(peers) + clocks)]
         for r in rows:
             best = r[f"{best_mapping(r, kind)}_{kind}"]
             ratio = lambda key: "n/a" if not r.get(key) else f"{best / r[key]:.2f}"  # noqa: E731
             lines.append(f"| {r['B']} | {r['H_q']} | {r['H_kv']} | {r['N']} | {r['D']} | "
                          f"{'yes' if r['causal'] else 'no'} | " + " | ".join(fmt(r[c]) for c in cols)
-                         + "".join(f" | {ratio(f'{s}_{kind}')}" for s, _ in peers) + " |")
+                         + "".join(f" | {ratio(f'{s}_{kind}')}" for s, _ in peers)
+                         + (f" | {clock_pair(r, f'head_first_{kind}', f'sdpa_cudnn_{kind}')}" if clocks else "")
+                         + " |")
         lines.append("")
     return "\n".join(lines)
+
+
+def measure(shapes, mappings, args):
+    """One row a (shape, causal), a progress line each."""
+    rows = []
+    # A side stream for SDPA's kept forwards and the captures of their backwards (timing._Timer).
+    stream = torch.cuda.Stream()
+    for i, (shape, causal) in enumerate(shapes):
+        with torch.cuda.stream(stream):
+            rows.append(run_shape(*shape, causal, args.num_xcds, mappings, timing_options(args), args.peers))
+        r = rows[-1]
+        print(f"[{i + 1}/{len(shapes)}] {shape} causal={causal}: bwd "
+              + ", ".join(f"{m} {r[f'{m}_bwd']:.0f}" for m in mappings)
+              + f", det {r['head_first_det_bwd']:.0f}, flash {fmt(r.get('sdpa_flash_bwd'))}, "
+              f"cudnn {fmt(r.get('sdpa_cudnn_bwd'))}", flush=True)
+        torch.cuda.empty_cache()
+    return rows
 
 
 def main():
@@ -142,18 +166,9 @@ def main():
         sweep = [tuple(int(x) for x in s.split(",")) for s in args.shapes]
     shapes = [(s, c) for s in sweep for c in causals]
     mappings = tuple(m for m in MAPPINGS if m in args.mappings or m == "head_first")
-    rows = []
-    # A side stream for SDPA's kept forwards and the captures of their backwards (timing._Timer).
-    stream = torch.cuda.Stream()
-    for i, (shape, causal) in enumerate(shapes):
-        with torch.cuda.stream(stream):
-            rows.append(run_shape(*shape, causal, args.num_xcds, mappings, timing_options(args), args.peers))
-        r = rows[-1]
-        print(f"[{i + 1}/{len(shapes)}] {shape} causal={causal}: bwd "
-              + ", ".join(f"{m} {r[f'{m}_bwd']:.0f}" for m in mappings)
-              + f", det {r['head_first_det_bwd']:.0f}, flash {fmt(r.get('sdpa_flash_bwd'))}, "
-              f"cudnn {fmt(r.get('sdpa_cudnn_bwd'))}", flush=True)
-        torch.cuda.empty_cache()
+    with ClockLog(period_ms=50) as clocks:  # a column's 300 ms timing: ~6 samples
+        rows = measure(shapes, mappings, args)
+    column_clocks(rows, clocks)
     md, _ = save_results(args.out, "bwd", rows, markdown)
     print(md)
 

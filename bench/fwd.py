@@ -15,6 +15,7 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from clock_log import ClockLog, clock_pair, column_clocks  # noqa: E402
 from timing import (add_timing_argument, attention_flops, fmt, save_results, time_in_turns,  # noqa: E402
                     timing_note, timing_options)
 
@@ -67,24 +68,29 @@ def run_shape(b, hq, hkv, n, d, causal, num_xcds, columns, timing):
                 fns[name] = lambda b=backend: sdpa(b)
             except RuntimeError:  # backend does not support this shape
                 fns[name] = None
-    for name, ms in time_in_turns(fns, **timing).items():
+    windows = {}
+    for name, ms in time_in_turns(fns, **timing, windows=windows).items():
         row[name] = None if ms is None else flops / ms / 1e9
+    row["windows"] = windows  # column_clocks turns them into each column's SM clock
     return row
 
 
 def markdown(rows, gpu, command):
     cols = [c for c in list(MAPPINGS) + list(SDPA) if c in rows[0]]
     peers = [(c, name) for c, name in RATIOS if c in rows[0]]  # the ratio columns of the peers that ran
+    clocks = "head_first_mhz" in rows[0] and "sdpa_cudnn_mhz" in rows[0]
     lines = [f"# chiplet_fa forward, {gpu}, bf16 (TFLOP/s, median {rows[0]['timing']}; causal FLOPs halved)", "",
              f"Command: `{command}`", "",
              "| B | H_q | H_kv | N | D | causal | " + " | ".join(cols) + " | "
-             + " | ".join(f"head_first / {name}" for _, name in peers) + " |",
-             "|" + "---|" * (6 + len(cols) + len(peers))]
+             + " | ".join(f"head_first / {name}" for _, name in peers)
+             + (" | SM MHz head_first / cuDNN" if clocks else "") + " |",
+             "|" + "---|" * (6 + len(cols) + len(peers) + clocks)]
     for r in rows:
         ratio = lambda key: "n/a" if not r.get(key) else f"{r['head_first'] / r[key]:.2f}"  # noqa: E731
         lines.append(f"| {r['B']} | {r['H_q']} | {r['H_kv']} | {r['N']} | {r['D']} | "
                      f"{'yes' if r['causal'] else 'no'} | " + " | ".join(fmt(r[c]) for c in cols)
-                     + " | " + " | ".join(ratio(c) for c, _ in peers) + " |")
+                     + " | " + " | ".join(ratio(c) for c, _ in peers)
+                     + (f" | {clock_pair(r, 'head_first', 'sdpa_cudnn')}" if clocks else "") + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -104,6 +110,26 @@ def plot(rows, path):
     ax.legend(fontsize=7, ncol=4)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
+
+
+def measure(shapes, columns, args):
+    """One row a (shape, causal), a progress line each."""
+    rows = []
+    bar = tqdm(total=len(shapes), unit="shape") if tqdm else None
+    for i, (shape, causal) in enumerate(shapes):
+        rows.append(run_shape(*shape, causal, args.num_xcds, columns, timing_options(args)))
+        r = rows[-1]
+        line = (f"{shape} causal={causal}: head_first {r['head_first']:.0f}, block_first "
+                f"{fmt(r.get('block_first'))}, flash {fmt(r.get('sdpa_flash'))}, cudnn {fmt(r.get('sdpa_cudnn'))}")
+        if bar:
+            bar.set_postfix_str(line)
+            bar.update()
+        else:
+            print(f"[{i + 1}/{len(shapes)}] {line}", flush=True)
+        torch.cuda.empty_cache()
+    if bar:
+        bar.close()
+    return rows
 
 
 def main():
@@ -134,21 +160,9 @@ def main():
     if args.shapes:
         sweep = [(tuple(int(x) for x in s.split(",")), BOTH) for s in args.shapes]
     shapes = [(s, c) for s, causals in sweep for c in causals if c in allowed]
-    rows = []
-    bar = tqdm(total=len(shapes), unit="shape") if tqdm else None
-    for i, (shape, causal) in enumerate(shapes):
-        rows.append(run_shape(*shape, causal, args.num_xcds, columns, timing_options(args)))
-        r = rows[-1]
-        line = (f"{shape} causal={causal}: head_first {r['head_first']:.0f}, block_first "
-                f"{fmt(r.get('block_first'))}, flash {fmt(r.get('sdpa_flash'))}, cudnn {fmt(r.get('sdpa_cudnn'))}")
-        if bar:
-            bar.set_postfix_str(line)
-            bar.update()
-        else:
-            print(f"[{i + 1}/{len(shapes)}] {line}", flush=True)
-        torch.cuda.empty_cache()
-    if bar:
-        bar.close()
+    with ClockLog(period_ms=50) as clocks:  # a column's 300 ms timing: ~6 samples
+        rows = measure(shapes, columns, args)
+    column_clocks(rows, clocks)
     md, gpu = save_results(args.out, "fwd", rows, markdown)
     if args.plot:
         plot(rows, args.out / f"fwd_{gpu}.png")

@@ -12,19 +12,22 @@ import torch
 
 
 def time_ms(fn, min_total_ms: float = 300.0, max_reps: int = 50, graph: bool = False,
-            settle_ms: float = 0.0, rest_ms: float = 0.0) -> float:
+            settle_ms: float = 0.0, rest_ms: float = 0.0, windows: list = None) -> float:
     """Median milliseconds of fn() after one warm-up, repeating until min_total_ms elapses (CUDA
     events on a GPU, the wall clock without one). With graph=True (GPU only) a call shorter than
     GRAPH_MIN_MS is captured in a CUDA graph and the graph's replays are timed: a call of tens of
     microseconds is then timed without the host's launch work, which otherwise moves it by ~10%
     between repeats. Longer calls hide that work and are timed singly. settle_ms, rest_ms: as
-    time_in_turns'."""
+    time_in_turns'; windows: a list the timed calls' wall-clock window is appended to."""
     with _Timer(fn, graph) as timer:
-        return timer.ms(min_total_ms, max_reps, settle_ms=settle_ms, rest_ms=rest_ms)
+        ms = timer.ms(min_total_ms, max_reps, settle_ms=settle_ms, rest_ms=rest_ms)
+        if windows is not None:
+            windows.extend(timer.windows)
+        return ms
 
 
 def time_in_turns(fns, graph: bool = False, rounds: int = 1, total_ms: float = 300.0,
-                  settle_ms: float = 0.0, rotate: bool = False, rest_ms: float = 0.0) -> dict:
+                  settle_ms: float = 0.0, rotate: bool = False, rest_ms: float = 0.0, windows: dict = None) -> dict:
     """{name: median milliseconds a call} of fns ({name: fn, or None for a backend that does not
     run}, in the order given). rounds = 1 (the tables' method): each fn timed for total_ms, one
     after another, as by time_ms. More rounds: each round times every fn for about total_ms /
@@ -37,10 +40,13 @@ def time_in_turns(fns, graph: bool = False, rounds: int = 1, total_ms: float = 3
     and goes round, so each fn follows each other one in some round, not always the same (the fixed
     order moved each column with its place: NOTES). rest_ms > 0 leaves the GPU idle that long before
     each timing (and its settling), so that every fn starts from the same rested clock instead of
-    the one its predecessor left. A None fn times as None."""
+    the one its predecessor left. windows (a dict): each fn's timed calls' wall-clock windows
+    (time.time() pairs, settling and resting left out) as windows[name], for a clock log
+    (bench/clock_log.py). A None fn times as None."""
     if rounds <= 1:  # one after another, each warmed up just before it is timed
+        windows = {} if windows is None else windows
         return {name: None if fn is None else time_ms(fn, total_ms, graph=graph, settle_ms=settle_ms,
-                                                      rest_ms=rest_ms)
+                                                      rest_ms=rest_ms, windows=windows.setdefault(name, []))
                 for name, fn in fns.items()}
     timers = {}
     try:
@@ -53,6 +59,8 @@ def time_in_turns(fns, graph: bool = False, rounds: int = 1, total_ms: float = 3
             for name in names[first:] + names[:first]:
                 rounds_ms[name].append(timers[name].ms(total_ms / rounds, min_reps=1, settle_ms=settle_ms,
                                                        rest_ms=rest_ms))
+        if windows is not None:
+            windows.update({name: t.windows for name, t in timers.items() if t is not None})
         return {name: statistics.median(rounds_ms[name]) if t is not None else None for name, t in timers.items()}
     finally:
         for t in timers.values():
@@ -71,6 +79,7 @@ class _Timer:
     def __init__(self, fn, graph):
         self.gpu = torch.cuda.is_available()
         self.fn, self.calls, self.graph = fn, 1, None
+        self.windows = []  # (start, end) time.time() of each ms() call's timed calls
         fn()
         if not self.gpu:
             return
@@ -106,7 +115,10 @@ class _Timer:
             time.sleep(rest_ms / 1e3)
         if settle_ms > 0:  # untimed: calls until settle_ms have passed
             _median_ms(run, self.gpu, settle_ms, 1 << 30, self.calls, min_reps=1)
-        return _median_ms(run, self.gpu, min_total_ms, max_reps, self.calls, min_reps)
+        start = time.time()
+        ms = _median_ms(run, self.gpu, min_total_ms, max_reps, self.calls, min_reps)
+        self.windows.append((start, time.time()))  # _median_ms synchronises after each call
+        return ms
 
     def close(self):
         if self.graph is not None:

@@ -51,3 +51,26 @@ def test_backward_tables_have_a_ratio_a_peer(peers):
         assert header[-1].strip() == "best / cuDNN"
         assert ("best / flash" in "|".join(header)) == ("sdpa_flash" in peers)
     assert tables[2][-1].strip() == "1.04" and tables[5][-1].strip() == "1.08"  # 520 / 500, 540 / 500
+
+
+def test_clock_column_when_the_clocks_were_sampled():
+    fwd, bwd = load("fwd"), load("bwd")
+    row = shape(block_first=500.0, head_first=600.0, sdpa_cudnn=550.0, head_first_mhz=1755.4, sdpa_cudnn_mhz=None)
+    header, _, cells = table_rows(fwd.markdown([row], "GPU", "cmd"))
+    assert header[-1].strip() == "SM MHz head_first / cuDNN" and cells[-1].strip() == "1755 / n/a"
+    assert "SM MHz" not in fwd.markdown([shape(head_first=600.0, sdpa_cudnn=550.0)], "GPU", "cmd")
+    row = shape(head_first_bwd=520.0, head_first_fwdbwd=540.0, head_first_det_bwd=480.0, sdpa_cudnn_bwd=500.0,
+                sdpa_cudnn_fwdbwd=500.0, head_first_bwd_mhz=1700.0, sdpa_cudnn_bwd_mhz=1650.0,
+                head_first_fwdbwd_mhz=1500.0, sdpa_cudnn_fwdbwd_mhz=1626.0)
+    tables = table_rows(bwd.markdown([row], "GPU", "cmd"))
+    assert [t[-1].strip() for t in (tables[2], tables[5])] == ["1700 / 1650", "1500 / 1626"]
+    assert all(len(t) == len(tables[0]) for t in tables[:3])
+
+
+def test_timed_windows_become_column_clocks():
+    clock_log = load("clock_log")
+    log = clock_log.ClockLog()
+    log.rows = [(1.0, 1500.0, 600.0), (2.0, 1700.0, 650.0), (5.0, 1980.0, 300.0)]
+    rows = [{"windows": {"head_first": [(0.5, 1.5), (1.9, 2.1)], "sdpa_cudnn": [(4.0, 6.0)], "block_first": [(3, 4)]}}]
+    clock_log.column_clocks(rows, log)
+    assert rows == [{"head_first_mhz": 1600.0, "sdpa_cudnn_mhz": 1980.0, "block_first_mhz": None}]

@@ -13,8 +13,9 @@ spec = importlib.util.spec_from_file_location("clock_log", ROOT / "bench" / "clo
 clock_log = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(clock_log)
 
-# Rejects the instant power field, as older drivers do, and samples 1500 MHz / 600 W otherwise.
+# Samples GPU 3 only; rejects the instant power field, as older drivers do; 1500 MHz / 600 W otherwise.
 FAKE = """#!/bin/sh
+case "$*" in "-i 3 "*) ;; *) echo "not the GPU asked for: $*" >&2; exit 3;; esac
 case "$*" in *power.draw.instant*) echo 'Field "power.draw.instant" is not a valid field' >&2; exit 2;; esac
 while true; do
   echo "$(date '+%Y/%m/%d %H:%M:%S').500, 1500, 600.0"
@@ -26,6 +27,7 @@ done
 
 @pytest.fixture
 def fake_smi(tmp_path, monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,1")  # the benchmarks' device 0 is nvidia-smi's 3
     smi = tmp_path / "nvidia-smi"
     smi.write_text(FAKE)
     smi.chmod(smi.stat().st_mode | stat.S_IEXEC)

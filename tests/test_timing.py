@@ -84,3 +84,15 @@ def test_options_from_the_command_line():
                                                         "rotate": False, "rest_ms": 0.0}
     assert "800 ms of an idle GPU" in timing.timing_note(**opts)
     assert "idle" not in timing.timing_note(True)
+
+
+def test_windows_cover_each_columns_timed_calls():
+    log, windows = [], {}
+    timing.time_in_turns({"ours": recorder(log, "ours"), "absent": None}, total_ms=0.0, windows=windows)
+    assert list(windows) == ["ours"] and len(windows["ours"]) == 1  # a column that does not run has none
+    (start, end), = windows["ours"]
+    assert start <= end
+    windows = {}
+    timing.time_in_turns({"ours": recorder(log, "ours"), "peer": recorder(log, "peer")}, rounds=3, total_ms=0.0,
+                         windows=windows)
+    assert [len(windows[n]) for n in ("ours", "peer")] == [3, 3]  # one a round
