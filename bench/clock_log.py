@@ -3,7 +3,7 @@ whether a kernel ran slower because the GPU sat at its power cap (a lower clock)
 
   with ClockLog() as log:
       t0 = time.time(); run(); torch.cuda.synchronize(); t1 = time.time()
-  log.window(t0, t1)  # (mean SM MHz, mean W, samples), or None without samples
+  log.window([(t0, t1)])  # (mean SM MHz, mean W, samples), or None without samples
 
 The benchmarks' tables (fwd.py, bwd.py) give each column's mean SM clock over its timed calls
 (timing.time_in_turns' windows, then column_clocks).
@@ -65,25 +65,21 @@ class ClockLog:
             except (ValueError, IndexError):
                 continue
 
-    def window(self, t0: float, t1: float):
-        """(mean SM clock MHz, mean power W, samples) of the samples in [t0, t1] (time.time()), or None."""
-        inside = [(mhz, w) for t, mhz, w in self.rows if t0 <= t <= t1]
+    def window(self, spans):
+        """(mean SM clock MHz, mean power W, samples) of the samples inside any of spans ((t0, t1)
+        pairs of time.time()), or None without samples."""
+        inside = [(mhz, w) for t, mhz, w in self.rows if any(t0 <= t <= t1 for t0, t1 in spans)]
         if not inside:
             return None
         return (sum(m for m, _ in inside) / len(inside), sum(w for _, w in inside) / len(inside), len(inside))
-
-    def mean_mhz(self, windows):
-        """The mean SM clock over the samples in any of windows ((t0, t1) pairs), or None."""
-        mhz = [m for t, m, _ in self.rows if any(t0 <= t <= t1 for t0, t1 in windows)]
-        return sum(mhz) / len(mhz) if mhz else None
-
 
 def column_clocks(rows, clocks):
     """Each row's "windows" ({column: [(t0, t1)]}, time_in_turns') replaced by "<column>_mhz": the
     column's mean SM clock over its timed calls, None without samples (no nvidia-smi)."""
     for r in rows:
         for name, windows in r.pop("windows", {}).items():
-            r[f"{name}_mhz"] = clocks.mean_mhz(windows)
+            clock = clocks.window(windows)
+            r[f"{name}_mhz"] = clock[0] if clock else None
 
 
 def clock_pair(row, ours: str, peer: str) -> str:

@@ -137,9 +137,9 @@ def main():
                     times, span = kernel_times(fn, args.graph, args.settle_ms, windows)
                     rows.append(((b, hq, hkv, n, d, causal, call), times, span))
     table = []
-    for (b, hq, hkv, n, d, causal, call), times, span in rows:
+    for ((b, hq, hkv, n, d, causal, call), times, span), window in zip(rows, windows):
         total = sum(times.values())
-        clock = clocks.window(*windows.pop(0))
+        clock = clocks.window([window])
         at = f"; SM clock {clock[0]:.0f} MHz, {clock[1]:.0f} W over its {clock[2]} samples" if clock else ""
         lines.append(f"\n{b}x{hq}/{hkv} N={n} D={d} causal={causal} {call}: {total:.1f} us of kernels a call"
                      f", {span:.1f} us a call from one call's first kernel to the next's{at}\n")

@@ -91,7 +91,7 @@ def probe(s, args, say):
     kept = []  # every copy stays allocated: a freed one's blocks would serve the next
     # Two passes, the second in reverse order: a copy that reads slow in both is its placement,
     # one that reads slow only in its place in the run is the clock.
-    order = list(range(args.copies)) + list(reversed(range(args.copies))) if args.copies > 1 else []
+    order = list(range(args.copies)) + list(reversed(range(args.copies)))
     for n, i in enumerate(order):
         if i == len(kept):
             kept.append([t.clone() for t in (q, k, v)])

@@ -40,18 +40,18 @@ def test_samples_in_the_window_are_averaged(fake_smi):
         time.sleep(0.2)
         t1 = time.time() + 1.0
     assert log.power == "power.draw"  # fell back from the field the stand-in rejects
-    mhz, watts, samples = log.window(t0, t1)
+    mhz, watts, samples = log.window([(t0, t1)])
     assert (mhz, watts) == (1500.0, 600.0) and samples >= 2
 
 
 def test_a_window_without_samples_gives_none(fake_smi):
     with clock_log.ClockLog() as log:
         time.sleep(0.1)
-    assert log.window(0.0, 1.0) is None
+    assert log.window([(0.0, 1.0)]) is None
 
 
 def test_without_nvidia_smi_nothing_is_sampled(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path))
     with clock_log.ClockLog() as log:
         pass
-    assert log.proc is None and log.window(0.0, time.time()) is None
+    assert log.proc is None and log.window([(0.0, time.time())]) is None
