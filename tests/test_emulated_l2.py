@@ -22,6 +22,7 @@ SHAPES = [
     (1, 16, 16, 256, 256, 64, False),  # 16 ACCs on 8 XCDs: whole ACCs per XCD under the swizzle
     (1, 8, 2, 300, 200, 128, True),    # GQA, causal with N_q > N_k, 32-key tiles, 24 workgroups
     (2, 6, 2, 257, 130, 40, True),     # batch 2, a padded head dim, grid not a multiple of 8
+    (1, 4, 2, 130, 100, 256, True),    # the widest head: 64-row tiles, 16 keys a step
 ]
 
 

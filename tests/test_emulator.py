@@ -144,7 +144,7 @@ def test_the_schedule_order_exposes_a_missing_barrier():
 
 
 @needs_emulation
-@pytest.mark.parametrize("head_dim", [32, 128])
+@pytest.mark.parametrize("head_dim", [32, 128, 256])
 @pytest.mark.parametrize("causal", [False, True])
 def test_kernels_do_not_depend_on_the_schedule(head_dim, causal):
     # No LDS read the kernels make races with a write: every order gives the same bits (the
@@ -186,7 +186,7 @@ def test_broken_kernels_raise_instead_of_hanging(which, message):
 
 @needs_emulation
 @pytest.mark.parametrize("dtype, head_dim, emulated", [
-    (torch.float16, 64, True), (torch.bfloat16, 100, True), (torch.float32, 64, False), (torch.float16, 136, False),
+    (torch.float16, 64, True), (torch.bfloat16, 100, True), (torch.float32, 64, False), (torch.float16, 136, True),
 ])
 def test_the_op_routes_half_types_with_a_cdna3_head_dim_to_the_emulator(dtype, head_dim, emulated):
     q = torch.randn(1, 20, 2, head_dim, dtype=dtype)
@@ -212,5 +212,5 @@ def test_build_info_says_whether_the_emulator_is_built():
         return
     assert info["backend"] == "cpu (emulating cdna3)" and "cdna3, emulated" in chiplet_fa.kernel_path("cpu")
     assert info["kernels"]["cdna3"]["fwd"]["dtypes"] == ["bf16", "fp16"]
-    assert info["kernels"]["cdna3"]["bwd"]["head_dims"] == [32, 64, 96, 128]
+    assert info["kernels"]["cdna3"]["bwd"]["head_dims"] == [32, 64, 96, 128, 192, 256]
     assert "Clang" in info["cxx_compiler"]

@@ -15,11 +15,9 @@ FLOORS = {torch.float16: (1e-3, 1e-3), torch.bfloat16: (8e-3, 1e-3),
           torch.float32: (1e-5, 1e-5), torch.float64: (1e-10, 1e-5)}
 CPU_DTYPES = tuple(FLOORS)
 GPU_DTYPES = (torch.float16, torch.bfloat16)
-# GPU kernels take head dims in steps of 8; others are padded by the binding. The emulated CDNA3
-# kernels (gfx942's 64 KB of LDS) stop at 128.
+# GPU kernels take head dims in steps of 8; others are padded by the binding.
 GPU_HEAD_DIMS = tuple(range(8, 257, 8)) + (20, 100)
-KERNEL_HEAD_DIMS = {"cuda": tuple(built_gpu_head_dims(GPU_HEAD_DIMS)),
-                    "emulated": tuple(d for d in GPU_HEAD_DIMS if d <= 128)}
+KERNEL_HEAD_DIMS = {"cuda": tuple(built_gpu_head_dims(GPU_HEAD_DIMS)), "emulated": GPU_HEAD_DIMS}
 # Largest lengths and KV heads drawn: the emulator runs a GPU-shaped problem ~1000x slower.
 MAX_LEN = {"cpu": 260, "cuda": 400, "emulated": 200}
 MAX_KV_HEADS = {"cpu": 3, "cuda": 4, "emulated": 2}
@@ -98,11 +96,11 @@ def test_every_mapping_and_domain_count_gives_identical_results(device, data):
 
 @pytest.mark.parametrize("device", [d for d in DEVICES if d != "cpu"])
 @pytest.mark.parametrize("dtype", GPU_DTYPES)
-@pytest.mark.parametrize("head_dim", (32, 64, 96, 128, 8, 20, 72, 100))
+@pytest.mark.parametrize("head_dim", (32, 64, 96, 128, 192, 256, 8, 20, 72, 100, 136))
 @pytest.mark.parametrize("causal", [False, True])
 def test_every_kernel_head_dim_matches_reference(device, dtype, head_dim, causal):
-    # Each instantiation (fp16/bf16 x head dims 32..128 x causal) once, and head dims the binding
-    # pads; N_q > N_k, neither a multiple of a tile, GQA.
+    # Each instantiation (fp16/bf16 x head dims 32..256 x causal) once, and head dims the binding
+    # pads or runs in a wider instantiation; N_q > N_k, neither a multiple of a tile, GQA.
     skip_unless_built(head_dim)
     p = dict(batch=1, seqlen_q=130, seqlen_k=97, num_q_heads=4, num_kv_heads=2, head_dim=head_dim,
              causal=causal, dtype=dtype, softmax_scale=None)

@@ -84,7 +84,7 @@ BwdParams make_params(int head_dim, Masks masks, bool backward, Buffers& buf) {
   set_masks(p, masks, buf);
   p.mapping = Mapping::kSwizzledHeadFirst;
   p.num_xcds = 8;  // MI300X
-  p.block_m = backward ? g.bwd_dq_block_m : fwd_block_m(KernelFamily::kCdna3, head_dim);
+  p.block_m = backward ? bwd_dq_block_m(KernelFamily::kCdna3, head_dim) : fwd_block_m(KernelFamily::kCdna3, head_dim);
   set_strides(p.q_batch_stride, p.q_row_stride, p.q_head_stride, kSeqQ, kHeadsQ, head_dim);
   set_strides(p.k_batch_stride, p.k_row_stride, p.k_head_stride, kSeqK, kHeadsKv, head_dim);
   set_strides(p.v_batch_stride, p.v_row_stride, p.v_head_stride, kSeqK, kHeadsKv, head_dim);

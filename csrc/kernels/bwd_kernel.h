@@ -42,14 +42,12 @@ template <DType kDType, int kHeadDim>
 struct BwdConfig {
   using T = typename arch::Element<kDType>::type;
   static constexpr int kDim = kHeadDim;
-  static constexpr int kBlockN = 64;
+  static constexpr int kBlockN = bwd_block_n(kFamily, kHeadDim);
   static constexpr int kWarpRows = 16;  // one mma m-tile per warp
   static constexpr int kWarps = kBlockN / kWarpRows;
   static constexpr int kThreads = kWarps * arch::kWarpSize;
   static constexpr int kSliceDim = bwd_slice_dim(kHeadDim);  // dK, dV columns a launch owns
-  // dK and dV accumulators live in registers for the whole workgroup: fewer query rows per
-  // step for wide heads keeps S^T/dP^T small enough to fit beside them.
-  static constexpr int kBlockM = kHeadDim <= 64 ? 64 : 32;
+  static constexpr int kBlockM = arch::bwd_block_m(kHeadDim);
   static constexpr int kStride = arch::PaddedTile<1, kHeadDim>::kStride;
   static constexpr int kDsStride = arch::PaddedTile<1, kBlockM>::kStride;
   // dQ = dS K: warps split the kBlockM x kSliceDim block into row groups of 16 and column pieces.
@@ -59,7 +57,7 @@ struct BwdConfig {
   static constexpr int kSmemElems = (2 * kBlockN + 2 * kBlockM) * kStride + kBlockN * kDsStride;
   static constexpr int kSmemBytes = kSmemElems * int(sizeof(T)) + 2 * kBlockM * int(sizeof(float));
   static_assert(kHeadDim % 16 == 0 && kSliceDim % 16 == 0, "GPU backward head dims: whole slices of mma tiles");
-  static_assert(kDqCols % 16 == 0, "dQ column pieces must be whole mma tiles");
+  static_assert(kWarps % kDqRowGroups == 0 && kDqCols % 16 == 0, "dQ column pieces must be whole mma tiles");
   static_assert(geometry(kFamily).bwd_row_pad % kBlockM == 0, "query blocks read lse_log2 and D unchecked");
 };
 
@@ -67,7 +65,7 @@ template <DType kDType, int kHeadDim>
 struct BwdDqConfig {
   using T = typename arch::Element<kDType>::type;
   static constexpr int kDim = kHeadDim;
-  static constexpr int kBlockM = 64;
+  static constexpr int kBlockM = bwd_dq_block_m(kFamily, kHeadDim);
   static constexpr int kBlockN = arch::bwd_dq_block_n(kHeadDim);
   static constexpr int kSliceDim = bwd_slice_dim(kHeadDim);  // dQ columns a launch owns
   static constexpr int kWarpRows = 16;  // one mma m-tile per warp

@@ -6,6 +6,7 @@
 
 #include "arch/arch.h"
 #include "kernels/fwd_params.h"
+#include "kernels/launch.h"
 #include "mapping/mapping.h"
 #include "kernels/online_softmax.h"
 #include "kernels/scores.h"
@@ -17,7 +18,7 @@ template <DType kDType, int kHeadDim, bool kWindowed>
 struct FwdConfig {
   using T = typename arch::Element<kDType>::type;
   static constexpr int kDim = arch::padded_head_dim(kHeadDim);
-  static constexpr int kBlockM = 128;
+  static constexpr int kBlockM = fwd_block_m(kFamily, kDim);
   static constexpr int kMTiles = arch::m_tiles_per_warp(kDim);
   static constexpr int kRowsPerWarp = 16 * kMTiles;
   static constexpr int kBlockN = arch::block_n(kDim);

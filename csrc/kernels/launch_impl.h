@@ -15,8 +15,6 @@
 
 namespace chiplet_fa::CFA_FAMILY {
 
-inline constexpr KernelGeometry kGeometry = geometry(kFamily);
-
 // A pass's ragged grid of a packed batch, from cu_seqlens on the device (no host sync); kernels
 // launched after it in the stream read it. A cu_seqlens that is not a packing of its rows stops
 // the device before any kernel reads outside the tensors.
@@ -36,8 +34,7 @@ inline void fill_grid(const int32_t* cu_seqlens, int32_t batch, int64_t total, i
 
 // Above 48 KB a kernel must opt in to dynamic shared memory on NVIDIA; the attribute is per
 // function, not a stream operation, so this is safe under CUDA-graph capture. AMD has no opt-in
-// beyond the per-workgroup LDS size (64 KB on gfx942): head dims above 128 do not fit there, and
-// CMake's HIP build leaves them out.
+// beyond the per-workgroup LDS size (64 KB on gfx942), which every cdna3 tile must fit.
 template <int kBytes, typename Kernel>
 void allow_smem(Kernel kernel) {
 #if defined(CFA_CUDA)
@@ -149,7 +146,6 @@ template <DType kDType, int kHeadDim, bool kWindowed>
 void run_bwd(const BwdParams& p, cfaStream_t stream) {
   using T = typename arch::Element<kDType>::type;
   using Dq = BwdDqConfig<kDType, kHeadDim>;
-  static_assert(Dq::kBlockM == kGeometry.bwd_dq_block_m, "the binding sizes the dQ grid with the family's geometry");
   fill_grid(p.cu_seqlens_q, p.batch, p.total_q, p.seqlen_q, Dq::kBlockM, p.block_offsets, false, stream);
   fill_grid(p.cu_seqlens_k, p.batch, p.total_k, p.seqlen_k, p.block_n, p.kv_block_offsets, true, stream);
   // kPreprocessLanes per padded row and head of the longest sequence, one grid row per sequence

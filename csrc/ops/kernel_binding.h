@@ -13,7 +13,6 @@
 #include <ATen/ATen.h>
 
 #include "arch/dtype.h"
-#include "kernels/instantiations/head_dims.h"
 #include "kernels/launch.h"
 #include "ops/gpu/launch_kernels.h"
 #include "ops/op_entry.h"
@@ -57,13 +56,6 @@ inline void check_launch(const char* op) {
 #endif
 }
 
-// A head dim no build of the family covers (cdna3 above 128: 64 KB of LDS) is the caller's error.
-inline void check_head_dim(const char* op, KernelFamily family, bool backward, int64_t head_dim) {
-  const int widest = max_head_dim(family, backward);
-  TORCH_CHECK_VALUE(head_dim <= widest, op, ": the ", family_name(family), " ", backward ? "backward" : "forward",
-                    " kernels support head_dim up to ", widest, ", got ", head_dim);
-}
-
 // The head dim of the instantiation a call of head dim d8 runs, for the tile sizes it fixes: d8
 // itself where the build has none that covers it (check_launched then reports the call).
 inline int tile_head_dim(KernelFamily family, const at::Tensor& q, int64_t d8, bool backward) {
@@ -98,7 +90,6 @@ inline FwdResult fwd_with_kernels(const FwdArgs& a, const std::optional<at::Tens
   at::Tensor out, lse;
   FwdParams p = prepare_fwd(a, block_m, detected_xcds, out, lse, given_out);
   const DType dtype = check_kernel_dtype(a.op(), a.q);
-  check_head_dim(a.op(), family, false, a.q.size(-1));
   if (finish_without_kernel(p, out, lse)) return {out, lse};
   const at::Tensor offsets = ragged_grid(p.cu_seqlens_q, p.batch, a.q);
   p.block_offsets = offsets.defined() ? offsets.data_ptr<int32_t>() : nullptr;
@@ -182,13 +173,12 @@ inline BwdResult bwd_with_kernels(const BwdArgs& a, KernelFamily family, int det
   // Keys per workgroup: those of the instantiation that runs (a reduced build may lack the
   // smallest head dim that covers D).
   const int built = tile_head_dim(family, a.q, d8, true);
-  const int block_n = bwd_block_n(family, built);
+  const int block_n = bwd_block_n(family, built), dq_block_m = bwd_dq_block_m(family, built);
   // Deterministic sm90: dQ in fixed point (BwdParams::dq_scale), whatever the mapping.
   const bool fixed = a.deterministic && family == KernelFamily::kSm90;
   BwdTensors t;
-  BwdParams p = prepare_bwd(a, g.bwd_dq_block_m, block_n, g.bwd_row_pad, detected_xcds, t, fixed, d8);
+  BwdParams p = prepare_bwd(a, dq_block_m, block_n, g.bwd_row_pad, detected_xcds, t, fixed, d8);
   const DType dtype = check_kernel_dtype(a.op(), a.q);
-  check_head_dim(a.op(), family, true, D);
   if (p.total_q == 0 || p.total_k == 0) {  // no query or no key: every gradient is zero
     t.dk.zero_();
     t.dv.zero_();
@@ -199,7 +189,7 @@ inline BwdResult bwd_with_kernels(const BwdArgs& a, KernelFamily family, int det
   p.kv_block_offsets = k_grid.defined() ? k_grid.data_ptr<int32_t>() : nullptr;
   p.head_dim = int32_t(d8);
   p.kv_split = kv_split_for(p, family, int(a.q.element_size()));
-  TORCH_CHECK_VALUE(p.launch_size(p.grid_shape(), p.total_q, g.bwd_dq_block_m) <= INT32_MAX &&
+  TORCH_CHECK_VALUE(p.launch_size(p.grid_shape(), p.total_q, dq_block_m) <= INT32_MAX &&
                         p.launch_size(p.kv_grid_shape(), p.total_k, block_n) <= INT32_MAX,
                     a.op(), ": the workgroup grids must fit a 1-D grid (< 2^31)");
 
