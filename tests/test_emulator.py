@@ -198,6 +198,21 @@ def test_the_op_routes_half_types_with_a_cdna3_head_dim_to_the_emulator(dtype, h
 
 
 @needs_emulation
+@pytest.mark.parametrize("head_dim", [64, 256])
+def test_explain_models_the_rows_an_emulated_workgroup_reads(head_dim):
+    # explain() sizes the L2 model's tiles as the op's kernel does: 128 rows at D=64, 64 at D=256.
+    q, k, v = (torch.randn(1, 300, 2, head_dim, dtype=torch.float16) for _ in range(3))
+    with chiplet_fa.emulate.trace() as launches:
+        torch.ops.chiplet_fa.fwd(q, k, v)
+    reads = launches[0].reads
+    first = reads[(reads[:, 0] == 0) & (reads[:, 2] == launches[0].regions.index("q"))]
+    rows = len(first[:, 5].unique())
+    assert rows == (128 if head_dim <= 128 else 64)
+    assert chiplet_fa.explain(q, k, v, file=False)["shape"].block_m == rows
+    assert chiplet_fa.explain(q.float(), k.float(), v.float(), file=False)["shape"].block_m == 64  # the CPU kernel's
+
+
+@needs_emulation
 def test_one_trace_session_at_a_time():
     with chiplet_fa.emulate.trace():
         with pytest.raises(RuntimeError, match="already open"):

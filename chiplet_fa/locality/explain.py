@@ -8,10 +8,6 @@ from ..build import kernel_path
 from .detect import detect_xcds
 from .model import MAPPINGS, Shape, choose_mapping, topology_for_domains
 
-# Rows per workgroup of the backend that runs the op (CPU kernel: 64; GPU kernels: 128).
-_BLOCK_M = {"cpu": 64}
-_GPU_BLOCK_M = 128
-
 
 def _offsets(cu, name: str, total: int) -> List[int]:
     """cu_seqlens as a host list, checked as the op checks it on the CPU. On a GPU this is a
@@ -96,7 +92,7 @@ def explain(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = Fa
         raise ValueError(f"explain: num_xcds must be -1 (detect) or >= 1, got {num_xcds}")
     heads_q, head_dim, heads_kv = q.shape[-2], q.shape[-1], k.shape[-2]
     common = dict(num_q_heads=heads_q, head_dim=head_dim, num_kv_heads=heads_kv, elem_bytes=q.element_size(),
-                  causal=causal, block_m=_BLOCK_M.get(q.device.type, _GPU_BLOCK_M))
+                  causal=causal, block_m=_C.fwd_tile_rows(q))
     if packed:
         shape, auto_shape = _packed_shape(q, k, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, **common)
     else:

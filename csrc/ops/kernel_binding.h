@@ -63,6 +63,13 @@ inline int tile_head_dim(KernelFamily family, const at::Tensor& q, int64_t d8, b
   return std::max(built_head_dim(family, dtype, int(d8), backward), int(d8));
 }
 
+// Query rows per forward tile of `family`'s kernel for q: what the grid and mapping="auto" are
+// sized with.
+inline int fwd_rows_for(KernelFamily family, const at::Tensor& q) {
+  const int64_t d8 = (q.size(-1) + 7) / 8 * 8;
+  return fwd_block_m(family, tile_head_dim(family, q, d8, false));
+}
+
 inline void check_launched(bool launched, const char* op, const at::Tensor& q, KernelFamily family) {
   TORCH_CHECK(launched, op, ": no ", q.scalar_type(), " ", family_name(family), " kernel for head_dim ", q.size(-1),
               " in this build (rebuild with CHIPLET_FA_DTYPES / CHIPLET_FA_HDIMS covering it)");
@@ -86,7 +93,7 @@ struct ScratchTensors {
 inline FwdResult fwd_with_kernels(const FwdArgs& a, const std::optional<at::Tensor>& given_out, KernelFamily family,
                                   int detected_xcds, cfaStream_t stream) {
   const int64_t D = a.q.size(-1), d8 = (D + 7) / 8 * 8;
-  const int block_m = fwd_block_m(family, tile_head_dim(family, a.q, d8, false));
+  const int block_m = fwd_rows_for(family, a.q);
   at::Tensor out, lse;
   FwdParams p = prepare_fwd(a, block_m, detected_xcds, out, lse, given_out);
   const DType dtype = check_kernel_dtype(a.op(), a.q);

@@ -5,6 +5,7 @@
 
 #include "build_config.h"
 
+#include "cpu/cpu_backend.h"
 #include "kernels/tail_split.h"
 #include "kernels/trace.h"
 #include "locality/bind_locality.h"
@@ -16,6 +17,8 @@
 #endif
 #if defined(CFA_EMULATE)
 #include "ops/emulated/bind_emulate.h"
+#include "ops/emulated/cdna3.h"
+#include "ops/emulated/cdna3_tiles.h"
 #endif
 
 namespace chiplet_fa {
@@ -115,6 +118,23 @@ std::string device_kernel_path(const std::string& device) {
 #endif
 }
 
+// Query rows per forward tile of the kernel a call with q runs (the CPU kernel's, an emulated or a
+// GPU family's): what its grid and mapping="auto" are sized with, so explain() models the same.
+int fwd_tile_rows_for(const at::Tensor& q) {
+  if (q.is_cuda()) {
+#if CHIPLET_FA_GPU
+    return fwd_tile_rows(q);
+#else
+    TORCH_CHECK(false, "chiplet_fa was built for the CPU only (backend ", CHIPLET_FA_BACKEND, "); no kernels for ",
+                q.device());
+#endif
+  }
+#if defined(CFA_EMULATE)
+  if (emulated_fwd_takes(q)) return emulated_fwd_tile(dtype_of(q), int(q.size(-1))).first;
+#endif
+  return kCpuBlockM;
+}
+
 }  // namespace
 }  // namespace chiplet_fa
 
@@ -166,6 +186,8 @@ PYBIND11_MODULE(_C, m) {
   m.def("build_info", &chiplet_fa::build_info, "What this build holds (backend, archs, instantiations, compilers)");
   m.def("_trace_set", &chiplet_fa::trace_set, py::arg("words"), py::arg("workgroups"), py::arg("slots"),
         "A traced build: where the sm90 kernels record their timelines (bench/trace.py); words=0 stops");
+  m.def("fwd_tile_rows", &chiplet_fa::fwd_tile_rows_for, py::arg("q"),
+        "Query rows per forward tile of the kernel a call with q runs");
   m.def("kernel_path", &chiplet_fa::device_kernel_path, py::arg("device"),
         "The kernel family a call on `device` runs, with the device it was chosen for");
   py::tuple names(chiplet_fa::kNumMappings);

@@ -16,4 +16,6 @@ FwdResult fwd_gpu(const FwdArgs& a, const std::optional<at::Tensor>& given_out) 
   return fwd_with_kernels(a, given_out, kernel_family(a.q.device()), detect_num_xcds(a.q.device()), current_stream());
 }
 
+int fwd_tile_rows(const at::Tensor& q) { return fwd_rows_for(kernel_family(q.device()), q); }
+
 }  // namespace chiplet_fa

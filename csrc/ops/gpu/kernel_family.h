@@ -6,6 +6,7 @@
 #pragma once
 #include <string>
 
+#include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
 
 #include "arch/kernel_family.h"
@@ -19,5 +20,9 @@ KernelFamily kernel_family(const c10::Device& device);
 
 // "<family> on <device name> (<arch>)", for build_info() and explain().
 std::string kernel_path(const c10::Device& device);
+
+// Query rows per forward tile of the kernel a call with q (a GPU tensor) runs, for explain(), which
+// models the op's tiles (defined with the forward binding, fwd_gpu.cu).
+int fwd_tile_rows(const at::Tensor& q);
 
 }  // namespace chiplet_fa
