@@ -431,18 +431,7 @@ struct FwdKernel : FwdWarps<arch::padded_head_dim(kHeadDim)> {
         cur.next();
       }
     };
-    // A block none of this consumer's rows sees: it keeps its turn in the ring and releases the
-    // buffers once they are full (an earlier arrival would count towards their previous use).
-    auto idle = [&](bool has_block) {
-      arch::named_barrier_sync(turn, kTurnThreads);
-      arch::named_barrier_arrive(next_turn, kTurnThreads);
-      if (!has_block) return;
-      arch::mbarrier_wait(&t.bar->k_full[cur.stage], cur.phase);
-      if (lane == 0) arch::mbarrier_arrive(&t.bar->k_empty[cur.stage]);
-      arch::mbarrier_wait(&t.bar->v_full[cur.stage], cur.phase);
-      if (lane == 0) arch::mbarrier_arrive(&t.bar->v_empty[cur.stage]);
-      cur.next();
-    };
+    auto idle = [&](bool has_block) { idle_turn(t, cur, turn, next_turn, lane, has_block); };
     if (n_blocks > 0) {
       // Blocks [plain_lo, plain_hi) of the tile are ones no row of this consumer masks, [mine.first,
       // mine.end) those some row of it sees. Every consumer takes n_blocks + 1 turns.
@@ -480,6 +469,19 @@ struct FwdKernel : FwdWarps<arch::padded_head_dim(kHeadDim)> {
     softmax.finish(inv_sum, info.g.lse, info.seq.len_q, warp_row0, lane);
     store_output(info.g.out, p.o_row_stride, o, inv_sum, warp_row0, info.seq.len_q, p.head_dim, lane);
     return k_wait;
+  }
+
+  // A block none of this consumer's rows sees: it keeps its turn in the ring and releases the
+  // buffers once they are full (an earlier arrival would count towards their previous use).
+  static CFA_DEVICE void idle_turn(const Slabs& t, RingSlot& cur, int turn, int next_turn, int lane, bool has_block) {
+    arch::named_barrier_sync(turn, kTurnThreads);
+    arch::named_barrier_arrive(next_turn, kTurnThreads);
+    if (!has_block) return;
+    arch::mbarrier_wait(&t.bar->k_full[cur.stage], cur.phase);
+    if (lane == 0) arch::mbarrier_arrive(&t.bar->k_empty[cur.stage]);
+    arch::mbarrier_wait(&t.bar->v_full[cur.stage], cur.phase);
+    if (lane == 0) arch::mbarrier_arrive(&t.bar->v_empty[cur.stage]);
+    cur.next();
   }
 
   // A piece of a split tile leaves its warp's rows (O, row maxima and sums, unnormalised) in its
