@@ -21,13 +21,19 @@ def torch_device(device: str) -> str:
     return "cpu" if device == "emulated" else device
 
 
+def device_kernels():
+    """(family, {kind: {"head_dims": [...], ...}}) of the kernel family the GPU runs in this build
+    (a reduced build, CHIPLET_FA_HDIMS, compiles fewer head dims)."""
+    info = chiplet_fa.build_info()
+    family = info["kernel_path"].split(" ")[0]
+    return family, info["kernels"].get(family, {})
+
+
 def _built_widest() -> int:
-    """The widest head dim the device's kernel family covers forward and backward in this build
-    (a reduced build, CHIPLET_FA_HDIMS, compiles fewer); 0 without a GPU."""
+    """The widest head dim the device's kernel family covers forward and backward; 0 without a GPU."""
     if not HAS_CUDA:
         return 0
-    info = chiplet_fa.build_info()
-    kinds = info["kernels"].get(info["kernel_path"].split(" ")[0], {})
+    kinds = device_kernels()[1]
     return min(max(kinds.get(k, {}).get("head_dims", [0])) for k in ("fwd", "bwd"))
 
 

@@ -3,7 +3,7 @@ import pytest
 import torch
 
 import chiplet_fa
-from devices import needs_cuda, skip_unless_built
+from devices import device_kernels, needs_cuda, skip_unless_built
 from reference import assert_close_to_ref, attention_ref, fully_masked_rows
 
 pytestmark = [pytest.mark.gpu, needs_cuda]
@@ -75,9 +75,8 @@ def test_explain_models_the_tile_rows_the_kernel_runs(head_dim):
     # The sm90 forward's tiles are 192 rows (three consumer warpgroups) where the instantiation
     # that runs is D = 64, 128 otherwise, as on mma_sync and cdna3 up to D = 128.
     skip_unless_built(head_dim)
-    info = chiplet_fa.build_info()
-    family = info["kernel_path"].split(" ")[0]
-    runs = min(d for d in info["kernels"][family]["fwd"]["head_dims"] if d >= head_dim)
+    family, kinds = device_kernels()
+    runs = min(d for d in kinds["fwd"]["head_dims"] if d >= head_dim)
     q = randn(1, 300, 2, head_dim)
     rows = 192 if family == "sm90" and runs <= 64 else 128
     assert chiplet_fa.explain(q, q, q, file=False)["shape"].block_m == rows
