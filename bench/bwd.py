@@ -134,7 +134,8 @@ def measure(shapes, mappings, args):
         print(f"[{i + 1}/{len(shapes)}] {shape} causal={causal}: bwd "
               + ", ".join(f"{m} {r[f'{m}_bwd']:.0f}" for m in mappings)
               + f", det {r['head_first_det_bwd']:.0f}, flash {fmt(r.get('sdpa_flash_bwd'))}, "
-              f"cudnn {fmt(r.get('sdpa_cudnn_bwd'))}", flush=True)
+              f"cudnn {fmt(r.get('sdpa_cudnn_bwd'))}; fwd+bwd head_first {fmt(r.get('head_first_fwdbwd'))}, "
+              f"cudnn {fmt(r.get('sdpa_cudnn_fwdbwd'))}", flush=True)
         torch.cuda.empty_cache()
     return rows
 
