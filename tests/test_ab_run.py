@@ -67,3 +67,18 @@ def test_rounds_take_turns_on_each_variants_own_build(tmp_path):
         names = t.getnames()
     assert "./1-fast/round1/fwd_FAKE.json" in names
     assert not any("/pkg" in n for n in names)  # the builds stay behind
+
+
+@pytest.mark.parametrize("dtypes, refused", [("bf16", True), ("bf16,fp16", False)])
+def test_tests_on_a_build_without_fp16_are_refused_before_any_install(tmp_path, dtypes, refused):
+    # AB_TESTS draws float16 and the tests skip only head dims a build leaves out: a bf16-only
+    # build would spend the call's installs on failures that say nothing of the patch.
+    env = dict(os.environ, OUT=str(tmp_path / "out"), AB_TESTS="true", CHIPLET_FA_DTYPES=dtypes,
+               AB_BENCH="true", PATH=f"{tmp_path}:{os.environ['PATH']}")
+    (tmp_path / "python3").write_text("#!/usr/bin/env bash\necho install >> \"$OUT/../calls\"; exit 1\n")
+    (tmp_path / "python3").chmod(0o755)
+    r = subprocess.run(["bash", str(ROOT / "bench" / "ab_run.sh")], cwd=tmp_path, env=env, capture_output=True,
+                       text=True, timeout=60)
+    assert ("builds no fp16 kernel" in r.stderr) == refused
+    assert (r.returncode == 2) == refused
+    assert (tmp_path / "calls").exists() != refused  # the refused call installed nothing
