@@ -1,7 +1,8 @@
 """bench/ab_run.sh's rounds (AB_ROUNDS) on this machine: pip, the smoke sweep and the benchmark
 are stand-ins, so what is checked is the script's own work. Each variant's benchmark must import
 that variant's build (not the last one installed), the rounds must take turns starting with a
-different variant, and the table must give the medians and ranges over the rounds."""
+different variant, and the table must give the medians and ranges over the rounds. Both device scripts refuse to run the
+GPU tests on a build without fp16 kernels before installing anything."""
 import os
 import shutil
 import subprocess
@@ -82,3 +83,11 @@ def test_tests_on_a_build_without_fp16_are_refused_before_any_install(tmp_path, 
     assert ("builds no fp16 kernel" in r.stderr) == refused
     assert (r.returncode == 2) == refused
     assert (tmp_path / "calls").exists() != refused  # the refused call installed nothing
+
+
+def test_device_run_refuses_the_tests_stage_on_a_build_without_fp16(tmp_path):
+    env = dict(os.environ, OUT=str(tmp_path / "out"), CHIPLET_FA_DTYPES="bf16")
+    r = subprocess.run(["bash", str(ROOT / "bench" / "device_run.sh"), "errors", "tests"], cwd=ROOT, env=env,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "builds no fp16 kernel" in r.stderr
+    assert "=== build" not in r.stdout  # refused before the install
