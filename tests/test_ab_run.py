@@ -1,8 +1,8 @@
 """bench/ab_run.sh's rounds (AB_ROUNDS) on this machine: pip, the smoke sweep and the benchmark
 are stand-ins, so what is checked is the script's own work. Each variant's benchmark must import
 that variant's build (not the last one installed), the rounds must take turns starting with a
-different variant, and the table must give the medians and ranges over the rounds. Both device scripts refuse to run the
-GPU tests on a build without fp16 kernels before installing anything."""
+different variant, and the table must give the medians and ranges over the rounds. Both device
+scripts refuse to run the GPU tests on a build without fp16 kernels before installing anything."""
 import os
 import shutil
 import subprocess
