@@ -35,8 +35,8 @@ mkdir -p "$OUT"
 default_dtypes=bf16
 [ -n "${AB_TESTS:-}" ] && default_dtypes=bf16,fp16
 # The tests skip the head dims a reduced build leaves out, not its dtypes: stop before the installs.
-if [ -n "${AB_TESTS:-}" ] && [ -n "${CHIPLET_FA_DTYPES:-}" ] && [[ "$CHIPLET_FA_DTYPES" != *fp16* ]]; then
-  echo "ab_run.sh: AB_TESTS draws float16, but CHIPLET_FA_DTYPES=$CHIPLET_FA_DTYPES builds no fp16 kernel" >&2
+if [ -n "${AB_TESTS:-}" ] && [ -n "${CHIPLET_FA_DTYPES:-}" ] && [[ "$CHIPLET_FA_DTYPES" != *fp16* || "$CHIPLET_FA_DTYPES" != *bf16* ]]; then
+  echo "ab_run.sh: AB_TESTS needs fp16 and bf16 kernels, but CHIPLET_FA_DTYPES=$CHIPLET_FA_DTYPES builds one only" >&2
   exit 2
 fi
 export CHIPLET_FA_DTYPES=${CHIPLET_FA_DTYPES:-$default_dtypes} CHIPLET_FA_HDIMS=${CHIPLET_FA_HDIMS:-64,128} PYTHONUNBUFFERED=1

@@ -38,8 +38,8 @@ status=0
 stage() { echo "=== $1 ($(date +%T))"; }
 
 # The tests skip the head dims a reduced build leaves out, not its dtypes: stop before the install.
-if [[ " $* " == *" tests "* ]] && [ -n "${CHIPLET_FA_DTYPES:-}" ] && [[ "$CHIPLET_FA_DTYPES" != *fp16* ]]; then
-  echo "device_run.sh: the tests stage draws float16, but CHIPLET_FA_DTYPES=$CHIPLET_FA_DTYPES builds no fp16 kernel" >&2
+if [[ " $* " == *" tests "* ]] && [ -n "${CHIPLET_FA_DTYPES:-}" ] && [[ "$CHIPLET_FA_DTYPES" != *fp16* || "$CHIPLET_FA_DTYPES" != *bf16* ]]; then
+  echo "device_run.sh: the tests stage needs fp16 and bf16 kernels, but CHIPLET_FA_DTYPES=$CHIPLET_FA_DTYPES builds one only" >&2
   exit 2
 fi
 stage build
