@@ -10,10 +10,11 @@
 //   scheduler   (lane 0 of warpgroup 0's second warp) claims each tile from the queue and
 //               describes it (map_workgroup, the sequence, the key blocks) into a slot in shared
 //               memory, a tile ahead of the producer: info_full says a slot is written.
-//   consumers   (warpgroups 1, 2, ...) own 64 query rows each. They take turns on the tensor
-//               cores (a named barrier each, "ping-pong"): while one warpgroup's QK^T and PV
-//               products run, the others compute their softmax, which on one workgroup per SM
-//               would otherwise leave the tensor cores idle for a third of every step.
+//   consumers   (warpgroups 1, 2, ...: kernels/sm90/fwd_consumer.h) own 64 query rows each. They
+//               take turns on the tensor cores (a named barrier each, "ping-pong"): while one
+//               warpgroup's QK^T and PV products run, the others compute their softmax, which on
+//               one workgroup per SM would otherwise leave the tensor cores idle for a third of
+//               every step.
 // Per step a consumer issues QK^T of this key block and PV of the previous one back to back,
 // hands the turn over, runs the softmax of this block as soon as QK^T is complete (PV still
 // running), then rescales O and packs P once PV is done. O goes from registers to global memory
