@@ -29,16 +29,16 @@
 # Each variant is also packed as soon as it is built, and again after each round ($OUT/<variant>.tgz,
 # replaced by results.tgz at the end): a call cut off at its time limit brings back what it finished.
 set -uo pipefail
+# The tests skip the head dims a reduced build leaves out, not its dtypes: stop before anything else.
+if [ -n "${AB_TESTS:-}" ] && [ -n "${CHIPLET_FA_DTYPES:-}" ] && [[ "$CHIPLET_FA_DTYPES" != *fp16* || "$CHIPLET_FA_DTYPES" != *bf16* ]]; then
+  echo "ab_run.sh: AB_TESTS needs fp16 and bf16 kernels, but CHIPLET_FA_DTYPES=$CHIPLET_FA_DTYPES builds one only" >&2
+  exit 2
+fi
 OUT=${OUT:-/tmp/chiplet_fa_out}
 WORK=$(mktemp -d /tmp/ab_run.XXXXXX)  # the variants' folders; $OUT holds only archives
 mkdir -p "$OUT"
 default_dtypes=bf16
 [ -n "${AB_TESTS:-}" ] && default_dtypes=bf16,fp16
-# The tests skip the head dims a reduced build leaves out, not its dtypes: stop before the installs.
-if [ -n "${AB_TESTS:-}" ] && [ -n "${CHIPLET_FA_DTYPES:-}" ] && [[ "$CHIPLET_FA_DTYPES" != *fp16* || "$CHIPLET_FA_DTYPES" != *bf16* ]]; then
-  echo "ab_run.sh: AB_TESTS needs fp16 and bf16 kernels, but CHIPLET_FA_DTYPES=$CHIPLET_FA_DTYPES builds one only" >&2
-  exit 2
-fi
 export CHIPLET_FA_DTYPES=${CHIPLET_FA_DTYPES:-$default_dtypes} CHIPLET_FA_HDIMS=${CHIPLET_FA_HDIMS:-64,128} PYTHONUNBUFFERED=1
 bench=${AB_BENCH:-python3 bench/fwd.py --shapes 8,16,16,2048,64 4,32,8,4096,128 1,32,32,8192,128 1,32,32,8192,64}
 status=0

@@ -27,6 +27,11 @@
 # few files), packed again after every stage: a call cut off at its time limit still brings back
 # the stages it finished.
 set -uo pipefail
+# The tests skip the head dims a reduced build leaves out, not its dtypes: stop before anything else.
+if [[ " $* " == *" tests "* ]] && [ -n "${CHIPLET_FA_DTYPES:-}" ] && [[ "$CHIPLET_FA_DTYPES" != *fp16* || "$CHIPLET_FA_DTYPES" != *bf16* ]]; then
+  echo "device_run.sh: the tests stage needs fp16 and bf16 kernels, but CHIPLET_FA_DTYPES=$CHIPLET_FA_DTYPES builds one only" >&2
+  exit 2
+fi
 FINAL=${OUT:-/tmp/chiplet_fa_out}
 mkdir -p "$FINAL"
 OUT=$(mktemp -d /tmp/device_run.XXXXXX)  # the stages write here; $FINAL holds only the archive
@@ -37,11 +42,6 @@ export PYTHONUNBUFFERED=1
 status=0
 stage() { echo "=== $1 ($(date +%T))"; }
 
-# The tests skip the head dims a reduced build leaves out, not its dtypes: stop before the install.
-if [[ " $* " == *" tests "* ]] && [ -n "${CHIPLET_FA_DTYPES:-}" ] && [[ "$CHIPLET_FA_DTYPES" != *fp16* || "$CHIPLET_FA_DTYPES" != *bf16* ]]; then
-  echo "device_run.sh: the tests stage needs fp16 and bf16 kernels, but CHIPLET_FA_DTYPES=$CHIPLET_FA_DTYPES builds one only" >&2
-  exit 2
-fi
 stage build
 . "$(dirname "${BASH_SOURCE[0]}")/apply_patch.sh"
 for p in ${APPLY:-}; do apply_patch "$p" && echo "applied $p" || { echo "$p does not apply to the tree"; exit 1; }; done

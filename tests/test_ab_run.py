@@ -83,6 +83,7 @@ def test_tests_on_a_build_of_one_dtype_are_refused_before_any_install(tmp_path, 
     assert ("builds one only" in r.stderr) == refused
     assert (r.returncode == 2) == refused
     assert (tmp_path / "calls").exists() != refused  # the refused call installed nothing
+    assert (tmp_path / "out").exists() != refused  # nor made its output folder
 
 
 def test_device_run_refuses_the_tests_stage_on_a_build_of_one_dtype(tmp_path):
@@ -91,3 +92,4 @@ def test_device_run_refuses_the_tests_stage_on_a_build_of_one_dtype(tmp_path):
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "builds one only" in r.stderr
     assert "=== build" not in r.stdout  # refused before the install
+    assert not (tmp_path / "out").exists()  # and before anything else
