@@ -44,7 +44,7 @@ struct FwdKernel<kDType, kHeadDim, kWindowed, kPlain>::Consumer {
     const int lane = threadIdx.x % 32;
     const int warp = threadIdx.x / 32 - kWgThreads / 32;  // over all consumers
     const int warp_row0 = info.m0 + warp * 16;
-    const int n_blocks = info.n_blocks();
+    const int n_blocks = info.n_blocks();  // read here, not in take_turns: that moved ptxas's schedule
     // (1 - cw for two: the compiler does not know cw < 2, and a modulo costs the step two instructions)
     const int next = kConsumers == 2 ? 1 - cw : (cw + 1) % kConsumers;
     const int turn = kTurnBarrier + cw, next_turn = kTurnBarrier + next;
@@ -114,9 +114,24 @@ struct FwdKernel<kDType, kHeadDim, kWindowed, kPlain>::Consumer {
       }
     };
     auto idle = [&](bool has_block) { idle_turn(t, cur, turn, next_turn, lane, has_block); };
+    take_turns(t, info, n_blocks, cw, qs, step, idle);
+
+    if constexpr (kSplits) {
+      if (info.piece_slot >= 0 && !merge_pieces(p.split, info, o, softmax, warp, lane)) return k_wait;
+    }
+    float inv_sum[Softmax::kSlots];
+    softmax.finish(inv_sum, info.g.lse, info.seq.len_q, warp_row0, lane);
+    store_output(info.g.out, p.o_row_stride, o, inv_sum, warp_row0, info.seq.len_q, p.head_dim, lane);
+    return k_wait;
+  }
+
+  // The tile's n_blocks + 1 turns of one consumer, each a step (its own blocks) or an idle turn.
+  // Blocks [plain_lo, plain_hi) of the tile are ones no row of this consumer masks, [mine.first,
+  // mine.end) those some row of it sees.
+  template <class Step, class Idle>
+  static CFA_DEVICE void take_turns(const Slabs& t, const TileInfo& info, int n_blocks, int cw, int qs, Step& step,
+                                    Idle& idle) {
     if (n_blocks > 0) {
-      // Blocks [plain_lo, plain_hi) of the tile are ones no row of this consumer masks, [mine.first,
-      // mine.end) those some row of it sees. Every consumer takes n_blocks + 1 turns.
       const BlockRange plain = unmasked_blocks(info, cw), mine = consumer_blocks(info, cw);
       const int plain_lo = min(n_blocks, max(0, plain.first - info.keys.first));
       const int plain_hi = max(plain_lo, min(n_blocks, plain.end - info.keys.first));
@@ -143,14 +158,6 @@ struct FwdKernel<kDType, kHeadDim, kWindowed, kPlain>::Consumer {
     } else {
       arch::mbarrier_arrive(&t.bar->q_empty[qs]);
     }
-
-    if constexpr (kSplits) {
-      if (info.piece_slot >= 0 && !merge_pieces(p.split, info, o, softmax, warp, lane)) return k_wait;
-    }
-    float inv_sum[Softmax::kSlots];
-    softmax.finish(inv_sum, info.g.lse, info.seq.len_q, warp_row0, lane);
-    store_output(info.g.out, p.o_row_stride, o, inv_sum, warp_row0, info.seq.len_q, p.head_dim, lane);
-    return k_wait;
   }
 
   // A block none of this consumer's rows sees: it keeps its turn in the ring and releases the
