@@ -29,11 +29,8 @@
 # Each variant is also packed as soon as it is built, and again after each round ($OUT/<variant>.tgz,
 # replaced by results.tgz at the end): a call cut off at its time limit brings back what it finished.
 set -uo pipefail
-# The tests skip the head dims a reduced build leaves out, not its dtypes: stop before anything else.
-if [ -n "${AB_TESTS:-}" ] && [ -n "${CHIPLET_FA_DTYPES:-}" ] && [[ "$CHIPLET_FA_DTYPES" != *fp16* || "$CHIPLET_FA_DTYPES" != *bf16* ]]; then
-  echo "ab_run.sh: AB_TESTS needs fp16 and bf16 kernels, but CHIPLET_FA_DTYPES=$CHIPLET_FA_DTYPES builds one only" >&2
-  exit 2
-fi
+. "$(dirname "$0")/dtype_guard.sh"
+[ -n "${AB_TESTS:-}" ] && refuse_one_dtype ab_run.sh AB_TESTS
 OUT=${OUT:-/tmp/chiplet_fa_out}
 WORK=$(mktemp -d /tmp/ab_run.XXXXXX)  # the variants' folders; $OUT holds only archives
 mkdir -p "$OUT"

@@ -27,11 +27,8 @@
 # few files), packed again after every stage: a call cut off at its time limit still brings back
 # the stages it finished.
 set -uo pipefail
-# The tests skip the head dims a reduced build leaves out, not its dtypes: stop before anything else.
-if [[ " $* " == *" tests "* ]] && [ -n "${CHIPLET_FA_DTYPES:-}" ] && [[ "$CHIPLET_FA_DTYPES" != *fp16* || "$CHIPLET_FA_DTYPES" != *bf16* ]]; then
-  echo "device_run.sh: the tests stage needs fp16 and bf16 kernels, but CHIPLET_FA_DTYPES=$CHIPLET_FA_DTYPES builds one only" >&2
-  exit 2
-fi
+. "$(dirname "$0")/dtype_guard.sh"
+[[ " $* " == *" tests "* ]] && refuse_one_dtype device_run.sh "the tests stage"
 FINAL=${OUT:-/tmp/chiplet_fa_out}
 mkdir -p "$FINAL"
 OUT=$(mktemp -d /tmp/device_run.XXXXXX)  # the stages write here; $FINAL holds only the archive
