@@ -84,10 +84,10 @@ def parse_ncu_csv(text):
     return kernels
 
 
-def predict(point, wgs_per_cu, block_n):
+def predict(point, wgs_per_cu, block_n, topology="h200"):
     from chiplet_fa.locality import Shape, estimate, preset, simulate
 
-    topo = preset("h200", wgs_per_cu=wgs_per_cu)
+    topo = preset(topology, wgs_per_cu=wgs_per_cu)
     shape = Shape(batch=point["B"], num_q_heads=point["H_q"], num_kv_heads=point["H_kv"],
                   seqlen_q=point["N"], head_dim=point["D"], block_n=block_n, causal=point["causal"])
     sim = simulate(topo, shape, point["mapping"], mapping_xcds=NUM_XCDS)
@@ -96,7 +96,7 @@ def predict(point, wgs_per_cu, block_n):
             "est_hit_rate": 100 * est.hit_rate, "load_bytes": sim.kv_read_bytes + sim.q_read_bytes}
 
 
-def combine(points, kernels, wgs_per_cu, block_n):
+def combine(points, kernels, wgs_per_cu, block_n, topology="h200"):
     """Measured next to predicted, one row per point (measured fields None when missing)."""
     ids = sorted(kernels)
     if len(ids) != len(points):
@@ -116,7 +116,7 @@ def combine(points, kernels, wgs_per_cu, block_n):
         row["sm_read_hit_rate"] = 100 * hits / reads if reads and hits is not None else None
         row["sm_reads_not_from_dram"] = (100 * (1 - row["dram_read_bytes"] / (SECTOR_BYTES * reads))
                                          if reads and row["dram_read_bytes"] is not None else None)
-        row.update(predict(p, wgs_per_cu, block_n))
+        row.update(predict(p, wgs_per_cu, block_n, topology))
         row["loads_not_from_dram"] = (None if row["dram_read_bytes"] is None
                                       else 100 * (1 - row["dram_read_bytes"] / row["load_bytes"]))
         row["ideal_dram_bytes"] = 2 * p["B"] * p["N"] * p["D"] * (p["H_q"] + 2 * p["H_kv"])
@@ -132,12 +132,12 @@ def pct(x):
     return fmt(x, ".2f") + ("%" if x is not None else "")
 
 
-def to_markdown(rows, title, command):
+def to_markdown(rows, title, command, topology="h200"):
     lines = [f"# {title}", "", f"Command: `{command}`", "",
              "Measured: Nsight Compute (`--clock-control none`), one launch per row, bf16, "
              f"{'causal' if rows and rows[0]['causal'] else 'non-causal'}, swizzled mappings with "
              f"num_xcds={NUM_XCDS}. Predicted: the L2 locality "
-             "model's simulator (H200 preset), closed form in brackets. L2 hit measured counts all L2 "
+             f"model's simulator ({topology} preset), closed form in brackets. L2 hit measured counts all L2 "
              "sectors (`lts__t_sector_hit_rate.pct`, fabric lookups included); SM reads hit: the "
              "SMs' read sectors that hit (`lts__t_sectors_srcunit_tex_op_read_lookup_hit` / "
              "`_op_read`); not from DRAM: 1 - DRAM read bytes / the SMs' read bytes; loads not from "
@@ -162,12 +162,12 @@ def to_markdown(rows, title, command):
     return "\n".join(lines) + "\n"
 
 
-def write(rows, out, tag, command, raw_csv=None):
+def write(rows, out, tag, command, raw_csv=None, topology="h200"):
     out.mkdir(parents=True, exist_ok=True)
     if raw_csv is not None:
         (out / f"l2_{tag}_ncu.csv").write_text(raw_csv)
-    (out / f"l2_{tag}.json").write_text(json.dumps({"command": command, "rows": rows}, indent=1))
-    md = to_markdown(rows, f"L2 hit rate and DRAM traffic per mapping: {tag}, measured vs model", command)
+    (out / f"l2_{tag}.json").write_text(json.dumps({"command": command, "preset": topology, "rows": rows}, indent=1))
+    md = to_markdown(rows, f"L2 hit rate and DRAM traffic per mapping: {tag}, measured vs model", command, topology)
     (out / f"l2_{tag}.md").write_text(md)
     print(md)
 
@@ -192,6 +192,8 @@ def main(argv=None):
     ap.add_argument("--shapes", nargs="+", metavar="B,H_Q,H_KV,N,D", help="these shapes instead of the sweep")
     ap.add_argument("--causal", action="store_true", help="the causal mask (bottom-right)")
     ap.add_argument("--mappings", nargs="+", choices=MAPPINGS, default=list(MAPPINGS))
+    ap.add_argument("--preset", default="h200", choices=("h100", "h200"),
+                    help="the L2 model's topology for the predicted columns (the GPU measured)")
     ap.add_argument("--ncu", default="ncu")
     ap.add_argument("--timeout", type=int, default=900, help="seconds for the ncu run")
     ap.add_argument("--wgs-per-cu", type=int, default=1, help="resident CTAs per SM in the model")
@@ -222,8 +224,8 @@ def main(argv=None):
             args.out.mkdir(parents=True, exist_ok=True)
             (args.out / f"l2_{args.tag}_ncu.csv").write_text(raw)
         return 1
-    rows = combine(points, kernels, args.wgs_per_cu, args.block_n)
-    write(rows, args.out, args.tag, command, None if args.from_csv else raw)
+    rows = combine(points, kernels, args.wgs_per_cu, args.block_n, args.preset)
+    write(rows, args.out, args.tag, command, None if args.from_csv else raw, args.preset)
     return 0 if rc == 0 and len(kernels) == len(points) else 1
 
 

@@ -68,6 +68,15 @@ def test_from_csv_writes_measured_next_to_predicted(tmp_path):
     assert "Command: `python bench/l2_measure.py --quick --from-csv" in md
 
 
+def test_the_model_columns_name_the_preset_of_the_gpu_measured(tmp_path):
+    csv_path = tmp_path / "raw.csv"
+    csv_path.write_text(fake_csv([(50.0, "1", "Gbyte", "1", "1")] * len(l2.MAPPINGS)))
+    for preset in ("h100", "h200"):
+        l2.main(["--quick", "--from-csv", str(csv_path), "--out", str(tmp_path), "--tag", preset, "--preset", preset])
+        assert f"simulator ({preset} preset)" in (tmp_path / f"l2_{preset}.md").read_text()
+        assert json.loads((tmp_path / f"l2_{preset}.json").read_text())["preset"] == preset
+
+
 def test_missing_kernels_leave_measured_fields_empty(tmp_path):
     points = l2.plan(l2.SWEEP[:1])
     csv_path = tmp_path / "raw.csv"
