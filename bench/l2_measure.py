@@ -3,6 +3,7 @@ Nsight Compute on an NVIDIA GPU, next to the L2 locality model's prediction.
 
   python bench/l2_measure.py --out bench/results              # driver: runs ncu on itself
   python bench/l2_measure.py --from-csv raw.csv --out /tmp/r  # re-tabulate a saved ncu CSV
+  python bench/l2_measure.py --tag h100 --preset h100         # on an H100: its files, its L2 in the model
   python bench/l2_measure.py --shapes 8,16,16,2048,64 --causal --mappings block_first head_first \
       --tag h200_small_causal --out /tmp/r                     # other shapes, the causal mask
 Writes l2_<tag>.md, l2_<tag>.json and the raw ncu CSV under --out. The driver launches one
