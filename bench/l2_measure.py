@@ -85,7 +85,7 @@ def parse_ncu_csv(text):
     return kernels
 
 
-def predict(point, wgs_per_cu, block_n, topology="h200"):
+def predict(point, wgs_per_cu, block_n, topology):
     from chiplet_fa.locality import Shape, estimate, preset, simulate
 
     topo = preset(topology, wgs_per_cu=wgs_per_cu)
@@ -97,7 +97,7 @@ def predict(point, wgs_per_cu, block_n, topology="h200"):
             "est_hit_rate": 100 * est.hit_rate, "load_bytes": sim.kv_read_bytes + sim.q_read_bytes}
 
 
-def combine(points, kernels, wgs_per_cu, block_n, topology="h200"):
+def combine(points, kernels, wgs_per_cu, block_n, topology):
     """Measured next to predicted, one row per point (measured fields None when missing)."""
     ids = sorted(kernels)
     if len(ids) != len(points):
@@ -133,7 +133,7 @@ def pct(x):
     return fmt(x, ".2f") + ("%" if x is not None else "")
 
 
-def to_markdown(rows, title, command, topology="h200"):
+def to_markdown(rows, title, command, topology):
     lines = [f"# {title}", "", f"Command: `{command}`", "",
              "Measured: Nsight Compute (`--clock-control none`), one launch per row, bf16, "
              f"{'causal' if rows and rows[0]['causal'] else 'non-causal'}, swizzled mappings with "
@@ -163,7 +163,7 @@ def to_markdown(rows, title, command, topology="h200"):
     return "\n".join(lines) + "\n"
 
 
-def write(rows, out, tag, command, raw_csv=None, topology="h200"):
+def write(rows, out, tag, command, topology, raw_csv=None):
     out.mkdir(parents=True, exist_ok=True)
     if raw_csv is not None:
         (out / f"l2_{tag}_ncu.csv").write_text(raw_csv)
@@ -226,7 +226,7 @@ def main(argv=None):
             (args.out / f"l2_{args.tag}_ncu.csv").write_text(raw)
         return 1
     rows = combine(points, kernels, args.wgs_per_cu, args.block_n, args.preset)
-    write(rows, args.out, args.tag, command, None if args.from_csv else raw, args.preset)
+    write(rows, args.out, args.tag, command, args.preset, None if args.from_csv else raw)
     return 0 if rc == 0 and len(kernels) == len(points) else 1
 
 

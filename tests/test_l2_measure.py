@@ -112,7 +112,7 @@ def test_loads_not_from_dram_divide_by_what_the_kernel_loads(tmp_path):
     # The SMs' read sectors can exceed the kernel's loads (block_first's extra quarter); DRAM bytes
     # against the loads' own bytes (the model's trace) give block_first ~0% and head_first ~98%.
     points = l2.plan(l2.SWEEP[:1])
-    load = l2.predict(points[0], 1, 128)["load_bytes"]  # every mapping loads the same tiles
+    load = l2.predict(points[0], 1, 128, "h200")["load_bytes"]  # every mapping loads the same tiles
     assert load == 64 * 128 * (2 * 8192 * 128 * 2) + 128 * 8192 * 128 * 2  # K, V per tile; Q once
     values = [(25.0, str(load * 0.999), "byte", "1", "1"), (97.0, str(load * 0.02), "byte", "1", "1")]
     values += [(50.0, "1", "Gbyte", "1", "1")] * 2
