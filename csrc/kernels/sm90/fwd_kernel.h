@@ -216,7 +216,7 @@ struct FwdKernel : FwdWarps<arch::padded_head_dim(kHeadDim)> {
     const FwdTailSplit& split = p.split;
     const bool splits = kSplits && split.units;
     const int64_t whole = splits ? split.first : grid_size(grid);
-    const DynamicTileScheduler queue{p.tile_counters, splits ? whole + split.units : whole, scheduler_domains(p)};
+    DynamicTileScheduler queue(p.tile_counters, splits ? whole + split.units : whole, scheduler_domains(p));
     TailPiece second{0, 0, 0, -1};  // a unit's second piece, described on the claim after its first
     for (int n = 0;; ++n) {
       if (n > 0) arch::mbarrier_wait(&t.bar->claim_next, (n - 1) & 1);

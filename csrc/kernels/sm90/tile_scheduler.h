@@ -1,8 +1,8 @@
 // Persistent workers over the mapping's order. A launch of W workers (one workgroup per SM)
-// serves the dispatch queues of the L2 domains the mapping assumes: domain d of X holds the
-// workgroup ids d, d + X, d + 2X, ... (what round-robin dispatch sends it, an MI300X XCD), and
+// serves the dispatch queues of the L2 domains the mapping assumes (mapping/domain_queues.h):
 // worker w, which runs on domain w % X when W is a multiple of X, takes the next id of its
-// domain's queue whenever it starts a tile, from a counter per domain. So each domain walks its
+// domain's queue whenever it starts a tile, from a counter per domain (and with fewer workers
+// than domains, the queues of the domains no worker runs on, in turn). So each domain walks its
 // wids in map_workgroup's order, as one-tile workgroups would, and the workers that finish first
 // take the next tile, as the hardware's dispatcher does for one-tile workgroups (and as the L2
 // model's schedule assumes). With a causal mask tiles differ in work up to a sequence's length, and
@@ -15,6 +15,7 @@
 #include <cstdint>
 
 #include "kernels/fwd_params.h"
+#include "mapping/domain_queues.h"
 #include "platform.h"
 
 namespace chiplet_fa::CFA_FAMILY {
@@ -24,16 +25,16 @@ CFA_HOST_DEVICE int scheduler_domains(const FwdParams& p) {
   return is_swizzled(p.mapping) && p.num_xcds > 1 ? p.num_xcds : 1;
 }
 
-// counters: scheduler_domains(p) zeroed int32 before the launch.
+// counters: scheduler_domains(p) zeroed int32 before the launch; one walk (mapping/domain_queues.h)
+// per worker.
 struct DynamicTileScheduler {
   int32_t* counters;
-  int64_t tiles;
-  int domains;
-  // The next wid of this worker's domain, or -1 once its queue is empty.
-  CFA_DEVICE int64_t claim() const {
-    const int d = int(blockIdx.x % unsigned(domains));
-    const int64_t wid = d + int64_t(atomicAdd(counters + d, 1)) * domains;
-    return wid < tiles ? wid : -1;
+  QueueWalk walk;
+  CFA_DEVICE DynamicTileScheduler(int32_t* counters_, int64_t tiles, int domains)
+      : counters(counters_), walk(tiles, domains, gridDim.x, blockIdx.x) {}
+  // The next wid of this worker's domains, or -1 once their queues are empty.
+  CFA_DEVICE int64_t claim() {
+    return walk.next([this](int32_t d) { return atomicAdd(counters + d, 1); });
   }
 };
 
@@ -66,14 +67,9 @@ inline DeviceCounts device_counts() {
   });
 }
 
-// Workers for at most `tiles` tiles: one per multiprocessor of the current device, fewer for a
-// small grid, rounded down to a multiple of the domains when there are more than that.
+// Workers for at most `tiles` tiles on the current device (mapping/domain_queues.h).
 inline int64_t persistent_workers(int64_t tiles, int domains) {
-  const int sms = device_counts().sms;
-  // Without the count, one worker per tile (every worker then takes one tile, as without persistence).
-  int64_t workers = sms > 0 && sms < tiles ? sms : tiles;
-  if (workers > domains) workers -= workers % domains;
-  return workers;
+  return persistent_worker_count(tiles, device_counts().sms, domains);
 }
 
 // A tail split (kernels/tail_split.h) of `tiles` equal tiles (a dense batch without a window, one
