@@ -9,6 +9,7 @@
 #include "kernels/tail_split.h"
 #include "kernels/trace.h"
 #include "locality/bind_locality.h"
+#include "mapping/domain_queues.h"
 #include "mapping/mapping.h"
 #include "mapping/topology.h"
 #include "ops/resolve_mapping.h"
@@ -31,11 +32,16 @@ at::Tensor map_workgroups(const std::string& policy, int64_t batch, int64_t num_
                           int64_t seqlen_k, int64_t head_dim, int64_t elem_bytes, bool causal,
                           int64_t section_rows, bool first_blocks_longest,
                           const std::optional<std::vector<int64_t>>& blocks_per_sequence) {
-  TORCH_CHECK_VALUE(batch >= 0 && num_m_blocks >= 0, "map_workgroups: batch and num_m_blocks must be >= 0");
+  TORCH_CHECK_VALUE(batch >= 0 && batch <= INT32_MAX && num_m_blocks >= 0 && num_m_blocks <= INT32_MAX,
+                    "map_workgroups: batch and num_m_blocks must be in 0..2^31 - 1, got ", batch, " and ",
+                    num_m_blocks);
   TORCH_CHECK_VALUE(num_q_heads >= 1 && num_kv_heads >= 1 && num_q_heads % num_kv_heads == 0,
                     "map_workgroups: num_q_heads (", num_q_heads,
                     ") must be a positive multiple of num_kv_heads (", num_kv_heads, ")");
-  TORCH_CHECK_VALUE(num_xcds >= 1, "map_workgroups: num_xcds must be >= 1, got ", num_xcds);
+  TORCH_CHECK_VALUE(num_q_heads <= INT32_MAX, "map_workgroups: num_q_heads must be at most 2^31 - 1, got ",
+                    num_q_heads);
+  TORCH_CHECK_VALUE(num_xcds >= 1 && num_xcds <= kMaxXcds, "map_workgroups: num_xcds must be in 1..", kMaxXcds,
+                    ", got ", num_xcds);
   TORCH_CHECK_VALUE(section_rows >= 1 && section_rows <= INT32_MAX,
                     "map_workgroups: section_rows must be >= 1, got ", section_rows);
   std::vector<int32_t> offsets;
@@ -100,6 +106,31 @@ void trace_set(uint64_t words, int64_t workgroups, int64_t slots) {
   TORCH_CHECK_VALUE(words % 16 == 0, "_trace_set: the buffer must be 16-byte aligned");
   trace_sink() = words ? TraceSink{reinterpret_cast<uint32_t*>(words), int32_t(workgroups), int32_t(slots)}
                        : TraceSink{};
+}
+
+// The persistent workers' walk over the domains' queues (mapping/domain_queues.h) on a device of
+// `sms` multiprocessors: the worker count, then every claim in the order `turns` interleaves the
+// workers (turns[k] % live workers picks who claims next; then each in turn) as (worker, wid).
+py::tuple walk_domain_queues(int64_t tiles, int64_t sms, int64_t domains, const std::vector<int64_t>& turns) {
+  TORCH_CHECK_VALUE(tiles >= 0 && tiles <= INT32_MAX && sms >= 0 && domains >= 1 && domains <= kMaxXcds,
+                    "walk_domain_queues: tiles in 0..2^31 - 1, sms >= 0, domains in 1..", kMaxXcds);
+  const int64_t workers = persistent_worker_count(tiles, sms, domains);
+  std::vector<int32_t> counters(size_t(domains), 0);
+  std::vector<QueueWalk> walks;
+  std::vector<int64_t> live;
+  for (int64_t w = 0; w < workers; ++w) {
+    walks.emplace_back(tiles, domains, workers, w);
+    live.push_back(w);
+  }
+  py::list claims;
+  for (size_t k = 0; !live.empty(); ++k) {
+    const size_t at = size_t(k < turns.size() ? turns[k] : int64_t(k)) % live.size();
+    const int64_t w = live[at];
+    const int64_t wid = walks[size_t(w)].next([&counters](int32_t d) { return counters[size_t(d)]++; });
+    if (wid < 0) live.erase(live.begin() + int64_t(at));
+    else claims.append(py::make_tuple(w, wid));
+  }
+  return py::make_tuple(workers, claims);
 }
 
 // The kernel family a call on `device` runs: "cpu" on the CPU (in an emulated build, with the
@@ -180,6 +211,10 @@ PYBIND11_MODULE(_C, m) {
       py::arg("tiles"), py::arg("workers"), py::arg("tile_blocks"),
       "The sm90 forward's split of its last partial round (kernels/tail_split.h): the plan, each unit's "
       "pieces (unit, tail tile, first block, end block, slot) and each tail tile's slots in merge order");
+  m.def("walk_domain_queues", &chiplet_fa::walk_domain_queues, py::arg("tiles"), py::arg("sms"), py::arg("domains"),
+        py::arg("turns") = std::vector<int64_t>{},
+        "The persistent forward's workers and their claims (worker, wid), interleaved by turns "
+        "(mapping/domain_queues.h)");
   m.def("num_l2_domains",
         [](const std::string& device) { return chiplet_fa::detect_num_xcds(c10::Device(device)); },
         py::arg("device"), "L2 domains the op detects on device: what num_xcds=-1 resolves to");
