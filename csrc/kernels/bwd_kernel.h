@@ -77,28 +77,52 @@ struct BwdDqConfig {
   static_assert(geometry(kFamily).bwd_row_pad % kBlockM == 0, "query blocks read lse_log2 and D unchecked");
 };
 
-// kPreprocessLanes lanes per padded query row and head of sequence blockIdx.y, in (row, head)
-// order, each reading 16-byte pieces of O and dO: a warp reads whole sectors of neighbouring heads
-// (one thread a row, reading 2 bytes at a time, had run at a quarter of the DRAM rate). D =
+// BwdParams::kRowLanes lanes per (row, head) of softmax_d's layout (BwdParams), heads fastest,
+// each reading 16-byte pieces of O and dO: a warp reads whole sectors of neighbouring heads (one
+// thread a row, reading 2 bytes at a time, had run at a quarter of the DRAM rate). D =
 // rowsum(dO * O) and lse_log2 (see BwdParams), padding rows D = 0 and lse_log2 = +inf; with
 // fixed-point dQ also the row's dq_scale. In a dense batch the lanes also clear the row's dq_accum
 // (4-byte float or int32 units), which saves the binding a fill over it (a packed batch's rows past
-// its last sequence are no lane's: the binding clears that one). Launched with enough lanes for the
-// longest sequence; no lane leaves before the group's sums.
-constexpr int kPreprocessLanes = 8;
+// its last sequence are no lane's: the binding clears that one). Rows between a packed sequence's
+// padded rows and the next sequence's are no lane's either: no kernel reads them. No lane leaves
+// before the group's sums.
+constexpr int kPreprocessLanes = BwdParams::kRowLanes;
+
+// The packed sequence whose rows of softmax_d's layout hold `row`: the last b whose first row
+// (BwdParams::packed_stats_start, non-decreasing in b) is at most `row`.
+CFA_HOST_DEVICE int32_t packed_sequence_of_row(const BwdParams& p, int64_t row) {
+  int32_t lo = 0, hi = p.batch;
+  while (hi - lo > 1) {
+    const int32_t mid = lo + (hi - lo) / 2;
+    if (p.packed_stats_start(mid) <= row) lo = mid;
+    else hi = mid;
+  }
+  return lo;
+}
+
 template <typename T>
 struct PreprocessLane {
   static constexpr int kPiece = 16 / int(sizeof(T));  // the binding pads the head dim to a multiple of 8
   int b, h, i, part;
   Sequence s;
   bool in_grid;
-  CFA_DEVICE explicit PreprocessLane(const BwdParams& p) : b(blockIdx.y), s(p.sequence(blockIdx.y)) {
+  CFA_DEVICE explicit PreprocessLane(const BwdParams& p) {
     const int64_t r = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / kPreprocessLanes;
-    const int64_t padded = (s.len_q + p.stats_pad - 1) / p.stats_pad * p.stats_pad;
+    const int64_t row = r / p.num_q_heads, rows = p.head_stats_rows();
     part = int(threadIdx.x % kPreprocessLanes);
-    in_grid = r < padded * p.num_q_heads;
     h = int(r % p.num_q_heads);
-    i = int(r / p.num_q_heads);
+    int64_t first = 0;  // the sequence's first row in the layout
+    if (!p.cu_seqlens_q) {
+      b = int(row / p.stats_rows);
+      first = int64_t(b) * p.stats_rows;
+    } else {
+      b = row < rows ? packed_sequence_of_row(p, row) : 0;
+      first = p.packed_stats_start(b);
+    }
+    s = p.sequence(b);
+    const int64_t padded = (s.len_q + p.stats_pad - 1) / p.stats_pad * p.stats_pad;
+    in_grid = row < rows && row - first < padded;
+    i = in_grid ? int(row - first) : 0;
   }
   CFA_DEVICE bool has_row() const { return in_grid && i < s.len_q; }
 };

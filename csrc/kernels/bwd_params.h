@@ -133,6 +133,21 @@ struct BwdParams : FwdParams {
     if (!cu_seqlens_q) return (int64_t(b) * num_q_heads + h) * stats_rows;
     return h * stats_rows + stats_pad * (s.q_start / stats_pad + b);
   }
+  // The rows of softmax_d's layout one query head has over the whole batch: dense, every
+  // sequence's stats_rows; packed, stats_rows (sequence b's from packed_stats_start(b) on).
+  CFA_HOST_DEVICE int64_t head_stats_rows() const { return cu_seqlens_q ? stats_rows : int64_t(batch) * stats_rows; }
+  CFA_HOST_DEVICE int64_t packed_stats_start(int32_t b) const {
+    return stats_pad * (int64_t(cu_seqlens_q[b]) / stats_pad + b);
+  }
+  // The 1-D grid of the per-row passes (the preprocess and the fixed-point dQ conversion,
+  // kernels/bwd_kernel.h): kRowLanes lanes per (row, head) of that layout, in blocks of
+  // kRowThreads. Sized by the rows the layout holds, not by max_seqlen_q, and in x alone (a grid's
+  // y extent stops at 65535: one row per sequence there failed batches of 65536 sequences).
+  static constexpr int kRowLanes = 8, kRowThreads = 256;
+  CFA_HOST_DEVICE int64_t row_pass_blocks() const {
+    const int64_t lanes = head_stats_rows() * num_q_heads * kRowLanes;
+    return (lanes + kRowThreads - 1) / kRowThreads;
+  }
   // Element offset of (sequence b, its query row i, head h, column 0) in dq_accum.
   CFA_HOST_DEVICE int64_t dq_offset(int32_t b, const Sequence& s, int32_t i, int32_t h) const {
     const int64_t row = (cu_seqlens_q ? 0 : int64_t(b) * seqlen_q) + s.q_start + i;

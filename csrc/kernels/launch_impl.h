@@ -148,13 +148,8 @@ void run_bwd(const BwdParams& p, cfaStream_t stream) {
   using Dq = BwdDqConfig<kDType, kHeadDim>;
   fill_grid(p.cu_seqlens_q, p.batch, p.total_q, p.seqlen_q, Dq::kBlockM, p.block_offsets, false, stream);
   fill_grid(p.cu_seqlens_k, p.batch, p.total_k, p.seqlen_k, p.block_n, p.kv_block_offsets, true, stream);
-  // kPreprocessLanes per padded row and head of the longest sequence, one grid row per sequence
-  // (the preprocess and the fixed-point conversion).
-  const int64_t lanes = int64_t(p.seqlen_q + p.stats_pad - 1) / p.stats_pad * p.stats_pad * p.num_q_heads *
-                        kPreprocessLanes;
-  constexpr int kRowThreads = 256;
-  const dim3 row_grid(unsigned((lanes + kRowThreads - 1) / kRowThreads), unsigned(p.batch));
-  CFA_LAUNCH(bwd_preprocess_kernel<T>, row_grid, dim3(kRowThreads), 0, stream, p);
+  const dim3 row_grid(unsigned(p.row_pass_blocks()));  // the binding checks it fits
+  CFA_LAUNCH(bwd_preprocess_kernel<T>, row_grid, dim3(BwdParams::kRowThreads), 0, stream, p);
   // The generic kernels take head dims above 128 in column slices (bwd_slices), a launch each;
   // sm90's main pass takes them whole.
   const bool dq_pass = p.deterministic && !(p.dq_scale && kFixedDqInMainPass);
@@ -164,7 +159,7 @@ void run_bwd(const BwdParams& p, cfaStream_t stream) {
     else run_bwd_kv<kDType, kHeadDim, kWindowed, true>(slice, stream);
   }
   if (p.dq_scale && !dq_pass)
-    CFA_LAUNCH(bwd_dq_fixed_kernel<T>, row_grid, dim3(kRowThreads), 0, stream, p);
+    CFA_LAUNCH(bwd_dq_fixed_kernel<T>, row_grid, dim3(BwdParams::kRowThreads), 0, stream, p);
   if (!dq_pass) return;
   auto dq = bwd_dq_kernel<kDType, kHeadDim, kWindowed>;
   allow_smem<Dq::kSmemBytes>(dq);

@@ -197,7 +197,8 @@ inline BwdResult bwd_with_kernels(const BwdArgs& a, KernelFamily family, int det
   p.head_dim = int32_t(d8);
   p.kv_split = kv_split_for(p, family, int(a.q.element_size()));
   TORCH_CHECK_VALUE(p.launch_size(p.grid_shape(), p.total_q, dq_block_m) <= INT32_MAX &&
-                        p.launch_size(p.kv_grid_shape(), p.total_k, block_n) <= INT32_MAX,
+                        p.launch_size(p.kv_grid_shape(), p.total_k, block_n) <= INT32_MAX &&
+                        p.row_pass_blocks() <= INT32_MAX,
                     a.op(), ": the workgroup grids must fit a 1-D grid (< 2^31)");
 
   const at::Tensor qk = kernel_layout(a.q, d8), kk = kernel_layout(a.k, d8), vk = kernel_layout(a.v, d8);
