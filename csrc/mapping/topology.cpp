@@ -85,8 +85,10 @@ XcdDetection detect_xcds_rocm(const std::string& kfd_root, int64_t device_index,
                               int64_t cu_count, const std::string& arch) {
   if (env_override) {
     const std::string& s = *env_override;
-    if (s.empty() || !std::all_of(s.begin(), s.end(), ::isdigit) || s.size() > 6 || std::stoll(s) < 1)
-      throw std::invalid_argument(std::string(kNumXcdsEnv) + " must be a positive integer, got '" + s + "'");
+    if (s.empty() || !std::all_of(s.begin(), s.end(), ::isdigit) || s.size() > 6 || std::stoll(s) < 1 ||
+        std::stoll(s) > kMaxXcds)
+      throw std::invalid_argument(std::string(kNumXcdsEnv) + " must be an integer in 1.." + std::to_string(kMaxXcds) +
+                                  ", got '" + s + "'");
     return {int(std::stoll(s)), std::string("environment ") + kNumXcdsEnv, false};
   }
   const std::vector<KfdNode> gpus = read_kfd_gpus(kfd_root);

@@ -9,6 +9,9 @@
 namespace chiplet_fa {
 
 constexpr const char* kNumXcdsEnv = "CHIPLET_FA_NUM_XCDS";
+// The most L2 domains a mapping may assume (num_xcds, CHIPLET_FA_NUM_XCDS): far above any GPU's
+// (MI300X: 8), and few enough that a persistent launch's per-domain counters and walks stay small.
+constexpr int64_t kMaxXcds = 4096;
 constexpr const char* kKfdTopologyRoot = "/sys/class/kfd/kfd/topology";
 
 struct XcdDetection {

@@ -5,6 +5,8 @@
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
 
+#include "mapping/topology.h"
+
 namespace chiplet_fa {
 namespace {
 
@@ -77,7 +79,8 @@ AttentionDims check_qkv(const char* op, const at::Tensor& q, const at::Tensor& k
     d.total_k = k.size(0);
     d.seqlen_q = varlen->max_seqlen_q;
     d.seqlen_k = varlen->max_seqlen_k;
-    TORCH_CHECK_VALUE(d.batch >= 0, op, ": cu_seqlens_q must have batch + 1 >= 1 entries");
+    TORCH_CHECK_VALUE(d.batch >= 0 && d.batch <= INT32_MAX, op,
+                      ": cu_seqlens_q must have batch + 1 entries with batch in 0..2^31 - 1, got ", d.batch + 1);
     TORCH_CHECK_VALUE(v.size(0) == d.total_k && v.size(1) == d.num_kv_heads, op, ": v must have shape (",
                       d.total_k, ", ", d.num_kv_heads, ", D) like k, got ", v.sizes());
     check_cu_seqlens(op, varlen->cu_seqlens_q, "cu_seqlens_q", d.batch, d.total_q, d.seqlen_q, "max_seqlen_q", q);
@@ -100,14 +103,16 @@ AttentionDims check_qkv(const char* op, const at::Tensor& q, const at::Tensor& k
   TORCH_CHECK_VALUE(d.head_dim >= 1 && d.head_dim <= 256, op, ": head_dim must be in 1..256, got ", d.head_dim);
   TORCH_CHECK_VALUE(d.num_kv_heads >= 1 && d.num_q_heads % d.num_kv_heads == 0, op, ": num_heads of q (",
                     d.num_q_heads, ") must be a positive multiple of num_heads of k/v (", d.num_kv_heads, ")");
+  TORCH_CHECK_VALUE(d.num_q_heads <= INT32_MAX, op, ": num_heads of q must be at most 2^31 - 1, got ",
+                    d.num_q_heads);
   TORCH_CHECK_VALUE(d.total_q <= INT32_MAX && d.total_k <= INT32_MAX, op, ": total tokens must fit in int32");
   return d;
 }
 
 void check_options(const char* op, std::optional<double> softmax_scale, int64_t num_xcds,
                    const MaskArgs& mask, const AttentionDims& d, const at::Tensor& q) {
-  TORCH_CHECK_VALUE(num_xcds == -1 || num_xcds >= 1, op,
-                    ": num_xcds must be -1 (detect) or >= 1, got ", num_xcds);
+  TORCH_CHECK_VALUE(num_xcds == -1 || (num_xcds >= 1 && num_xcds <= kMaxXcds), op,
+                    ": num_xcds must be -1 (detect) or in 1..", kMaxXcds, ", got ", num_xcds);
   if (softmax_scale) {
     TORCH_CHECK_VALUE(std::isfinite(*softmax_scale), op, ": softmax_scale must be finite, got ",
                       *softmax_scale);
