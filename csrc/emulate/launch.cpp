@@ -22,16 +22,32 @@ void refuse(const Launch& l, const std::string& why) {
                            why);
 }
 
+std::string dims(const unsigned (&d)[3]) {
+  return "(" + std::to_string(d[0]) + ", " + std::to_string(d[1]) + ", " + std::to_string(d[2]) + ")";
+}
+
+// What the hardware takes, with the runtime's words for what it does not.
+void check_limits(const Launch& l) {
+  const unsigned(&g)[3] = l.grid_dims;
+  const unsigned(&b)[3] = l.block_dims;
+  const int64_t threads = int64_t(b[0]) * b[1] * b[2];
+  const auto invalid = [&l](const std::string& why) { refuse(l, "invalid configuration argument: " + why); };
+  if (g[0] < 1 || g[1] < 1 || g[2] < 1 || g[0] > kMaxGridX || g[1] > kMaxGridYZ || g[2] > kMaxGridYZ)
+    invalid("grid " + dims(g) + ", each extent at least 1 and at most (" + std::to_string(kMaxGridX) + ", " +
+            std::to_string(kMaxGridYZ) + ", " + std::to_string(kMaxGridYZ) + ")");
+  if (threads < 1 || threads > kMaxBlockThreads)
+    invalid("workgroup " + dims(b) + " of " + std::to_string(threads) + " work-items, at most " +
+            std::to_string(kMaxBlockThreads));
+  if (l.lds_bytes > kLdsBytes)
+    invalid(std::to_string(l.lds_bytes) + " bytes of LDS asked for, a gfx942 workgroup has " +
+            std::to_string(kLdsBytes));
+  if (g[2] != 1 || b[1] != 1 || b[2] != 1) refuse(l, "only 1-D workgroups and 1-D or 2-D grids are emulated");
+}
+
 }  // namespace
 
 void run_grid(const Launch& launch) {
-  if (launch.grid < 0) refuse(launch, "only 1-D workgroups and 1-D or 2-D grids are emulated");
-  if (launch.block < 1 || launch.block > kMaxBlockThreads)
-    refuse(launch, "a workgroup has 1 to " + std::to_string(kMaxBlockThreads) + " work-items, asked for " +
-                       std::to_string(launch.block));
-  if (launch.lds_bytes > kLdsBytes)
-    refuse(launch, std::to_string(launch.lds_bytes) + " bytes of LDS asked for, a gfx942 workgroup has " +
-                       std::to_string(kLdsBytes));
+  check_limits(launch);
   Launch l = launch;
   l.trace_slot = trace_launch(l);
   // Workgroups are independent (their only shared state is global memory, and the kernels'

@@ -15,9 +15,11 @@
 
 namespace chiplet_fa::emu {
 
-// gfx942: at most 1024 work-items and 64 KB of LDS per workgroup.
+// gfx942: at most 1024 work-items and 64 KB of LDS per workgroup. A grid's x extent stops at
+// 2^31 - 1 workgroups, y and z at 65535 (HIP and CUDA alike).
 constexpr int kMaxBlockThreads = 1024;
 constexpr size_t kLdsBytes = 64 * 1024;
+constexpr int64_t kMaxGridX = (int64_t(1) << 31) - 1, kMaxGridYZ = 65535;
 
 struct Launch {
   const char* where;  // the function that launched (its __PRETTY_FUNCTION__)
@@ -25,6 +27,7 @@ struct Launch {
   int64_t grid;       // workgroups: grid_x * grid.y, numbered x fastest as the dispatcher deals them
   int64_t grid_x;     // the grid's x extent (blockIdx.x = id % grid_x, blockIdx.y = id / grid_x)
   int block;          // work-items per workgroup
+  unsigned grid_dims[3], block_dims[3];  // as the launch asked for them, checked against the limits
   size_t lds_bytes;   // dynamic LDS per workgroup
   void (*body)(const void* call);  // runs the kernel for the calling work-item
   const void* call;
@@ -33,7 +36,9 @@ struct Launch {
 };
 
 // Runs the whole grid; throws std::runtime_error naming the kernel, workgroup and threads when
-// the kernel deadlocks, diverges at a wave operation or reads outside its regions.
+// the kernel deadlocks, diverges at a wave operation or reads outside its regions, and before any
+// workgroup runs when the launch exceeds the hardware's limits, as a GPU's runtime refuses it
+// ("invalid configuration argument").
 void run_grid(const Launch& launch);
 
 // The global memory a kernel argument lets the kernel read (overloads in params_regions.h for
@@ -51,14 +56,14 @@ void launch(const char* where, const char* what, void (*kernel)(Params...), cons
     std::tuple<std::decay_t<Params>...> args;
   };
   const Call call{kernel, {std::forward<Args>(args)...}};
-  Launch l{where, what, int64_t(grid.x) * grid.y, int64_t(grid.x), int(block.x), lds_bytes,
+  Launch l{where, what, int64_t(grid.x) * grid.y, int64_t(grid.x), int(block.x),
+           {grid.x, grid.y, grid.z}, {block.x, block.y, block.z}, lds_bytes,
            [](const void* c) {
              const Call& self = *static_cast<const Call*>(c);
              std::apply(self.kernel, self.args);
            },
            &call, {}};
   (add_regions(l.regions, args), ...);
-  if (grid.z != 1 || block.y * block.z != 1) l.grid = -1;  // refused: the kernels use 1-D workgroups, 2-D grids
   run_grid(l);
 }
 

@@ -51,6 +51,10 @@ CFA_GLOBAL void exchange_kernel(int shift, int rounds, bool barriers, int* out) 
   }
 }
 
+CFA_GLOBAL void count_kernel(int* workgroups) {
+  if (threadIdx.x == 0) __atomic_fetch_add(workgroups, 1, __ATOMIC_RELAXED);
+}
+
 CFA_GLOBAL void unwritten_kernel(float* out) { out[0] = reinterpret_cast<const float*>(dynamic_smem())[threadIdx.x]; }
 
 // --- kernels that break a rule ---
@@ -101,6 +105,13 @@ void any(int threads, const int* in, int* out) {
 void barrier_exchange(int threads, int shift, int rounds, bool barriers, int* out) {
   CFA_LAUNCH(exchange_kernel, dim3(1), dim3(unsigned(threads)), size_t(threads) * 4, nullptr, shift, rounds, barriers,
              out);
+}
+
+int64_t count_workgroups(const unsigned (&grid)[3], const unsigned (&block)[3], size_t lds_bytes) {
+  int workgroups = 0;
+  CFA_LAUNCH(count_kernel, dim3(grid[0], grid[1], grid[2]), dim3(block[0], block[1], block[2]), lds_bytes, nullptr,
+             &workgroups);
+  return workgroups;
 }
 
 float unwritten_lds() {

@@ -18,6 +18,9 @@ void any(int threads, const int* in, int* out);
 // (t + shift) % threads into out[round * threads + t], all pass __syncthreads again. Without
 // `barriers` the kernel races: what it reads depends on the schedule (Schedule in workgroup.h).
 void barrier_exchange(int threads, int shift, int rounds, bool barriers, int* out);
+// Launches a kernel that counts its workgroups with this grid, workgroup and LDS size: the count,
+// or the refusal of a launch beyond the hardware's limits (launch.h).
+int64_t count_workgroups(const unsigned (&grid)[3], const unsigned (&block)[3], size_t lds_bytes);
 // What a work-item reads from LDS no one wrote (the emulator poisons it: NaN).
 float unwritten_lds();
 // Runs one of the broken kernels: early_return, divergent_wave_op, divergent_call_site,

@@ -1,5 +1,6 @@
 #include "ops/emulated/bind_emulate.h"
 
+#include <array>
 #include <cstring>
 #include <string>
 
@@ -105,6 +106,13 @@ void bind_emulate(py::module_& root) {
           return out;
         }, py::arg("threads"), py::arg("shift"), py::arg("rounds"), py::arg("barriers") = true,
         "Per round, what work-item t read from LDS word (t + shift) % threads after a barrier (none: a race)");
+  m.def("count_workgroups",
+        [](std::array<unsigned, 3> grid, std::array<unsigned, 3> block, size_t lds_bytes) {
+          const unsigned g[3] = {grid[0], grid[1], grid[2]}, b[3] = {block[0], block[1], block[2]};
+          return emu::selftest::count_workgroups(g, b, lds_bytes);
+        },
+        py::arg("grid"), py::arg("block"), py::arg("lds_bytes") = 0,
+        "Launch a kernel counting its workgroups (or the launch's refusal, past the hardware's limits)");
   m.def("unwritten_lds", &emu::selftest::unwritten_lds, "What a work-item reads from LDS no one wrote");
   m.def("broken", &emu::selftest::broken, py::arg("which"),
         "Runs a kernel that breaks a rule the emulator enforces (it raises RuntimeError)");
