@@ -30,23 +30,24 @@ PACKED = [(d, dtype, kw) for d, dtype in ((128, torch.bfloat16), (64, torch.floa
           for kw in (dict(causal=True, window_left=40), dict(softcap=20.0, alibi_slopes="slopes"))]
 
 
-def dense(b, nq, nk, hq, hkv, d, causal, dtype, mapping):
+def dense(b, nq, nk, hq, hkv, d, causal, dtype, mapping, num_xcds=8):
     q = torch.randn(b, nq, hq, d, device="cuda", dtype=dtype)
     k = torch.randn(b, nk, hkv, d, device="cuda", dtype=dtype)
     v = torch.randn(b, nk, hkv, d, device="cuda", dtype=dtype)
-    out, lse = torch.ops.chiplet_fa.fwd(q, k, v, None, causal, mapping, 8)
+    out, lse = torch.ops.chiplet_fa.fwd(q, k, v, None, causal, mapping, num_xcds)
     dout = torch.randn_like(out)  # atomic and deterministic dQ
     for deterministic in (False, True):
-        torch.ops.chiplet_fa.bwd(dout, q, k, v, out, lse, None, causal, mapping, 8, deterministic)
+        torch.ops.chiplet_fa.bwd(dout, q, k, v, out, lse, None, causal, mapping, num_xcds, deterministic)
 
 
-def packed(d, dtype, kw):
-    cu = torch.tensor([0, 70, 70, 333, 334], dtype=torch.int32, device="cuda")
-    q, k, v = (torch.randn(334, 4, d, device="cuda", dtype=dtype) for _ in range(3))
+def packed(d, dtype, kw, lens=(70, 0, 263, 1)):
+    cu = torch.tensor([0, *lens], dtype=torch.int32, device="cuda").cumsum(0, dtype=torch.int32)
+    total, longest = int(cu[-1]), max(lens)
+    q, k, v = (torch.randn(total, 4, d, device="cuda", dtype=dtype) for _ in range(3))
     kw = {**kw, "alibi_slopes": torch.rand(4, device="cuda")} if "alibi_slopes" in kw else kw
-    out, lse = torch.ops.chiplet_fa.fwd_varlen(q, k, v, cu, cu, 263, 263, **kw)
+    out, lse = torch.ops.chiplet_fa.fwd_varlen(q, k, v, cu, cu, longest, longest, **kw)
     for deterministic in (False, True):
-        torch.ops.chiplet_fa.bwd_varlen(torch.randn_like(q), q, k, v, out, lse, cu, cu, 263, 263, **kw,
+        torch.ops.chiplet_fa.bwd_varlen(torch.randn_like(q), q, k, v, out, lse, cu, cu, longest, longest, **kw,
                                         deterministic=deterministic)
 
 
@@ -59,7 +60,14 @@ SPLIT = [(1, 2048, 2048, 16, 1, 128, True, torch.bfloat16, "head_first")]
 # and at D = 256 (one Q stage, narrower key blocks).
 TAIL = [(1, 200, 600, 99, 33, d, False, torch.bfloat16, "head_first") for d in (128, 256)]
 
+# More L2 domains than SMs (the persistent forward's workers serve the domains without one of
+# their own, mapping/domain_queues.h), and a packed batch of many short sequences (the backward's
+# per-row passes find each row's sequence by a search over cu_seqlens_q).
+DOMAINS = [(1, 2048, 2048, 16, 16, 128, False, torch.bfloat16, "swizzled_head_first", 133)]
+MANY = [(64, torch.float16, dict(causal=True), tuple((i * 37) % 150 for i in range(300)))]
+
 CASES = [(dense, c) for c in DENSE] + [(packed, c) for c in PACKED] + [(dense, c) for c in SPLIT + TAIL]
+CASES += [(dense, c) for c in DOMAINS] + [(packed, c) for c in MANY]
 
 
 def in_build(run, case):
