@@ -19,6 +19,8 @@ within twice eager's (+ a floor). SDPA's errors are listed too, and "SDPA spread
 difference between two SDPA backends on the same input (flash, cuDNN, efficient, whichever run it).
 transformers' SDPA path ignores Gemma 2's attention softcap (5.17; later versions refuse SDPA for
 Gemma 2, and its columns are then n/a): its Gemma 2 errors include that. Time: median ms per step.
+"sdpa_chiplet_fa" is the model's SDPA path (flash backend) with chiplet_fa activated as torch's
+flash-attention implementation (chiplet_fa.integrations.torch).
 Writes models_<gpu>.md and models_<gpu>.json.
 """
 import argparse
@@ -37,14 +39,18 @@ from timing import save_results, time_ms  # noqa: E402
 import transformers  # noqa: E402
 import transformers.masking_utils  # noqa: E402
 
+import chiplet_fa.integrations.torch as cfa_torch  # noqa: E402
 import chiplet_fa.integrations.transformers as cfa_hf  # noqa: E402
 
 CHIPLET = cfa_hf.register()
 EAGER = "eager_chunked"
+# SDPA's flash backend with chiplet_fa installed behind it (torch's flash-attention registry).
+SDPA_CHIPLET = "sdpa_chiplet_fa"
 # Implementations compared (all) and timed (all but eager): name -> (attn_implementation, SDPA backend).
 IMPLS = {CHIPLET: (CHIPLET, None), EAGER: (EAGER, None), "sdpa": ("sdpa", None),
          "sdpa_flash": ("sdpa", SDPBackend.FLASH_ATTENTION), "sdpa_cudnn": ("sdpa", SDPBackend.CUDNN_ATTENTION),
-         "sdpa_efficient": ("sdpa", SDPBackend.EFFICIENT_ATTENTION)}
+         "sdpa_efficient": ("sdpa", SDPBackend.EFFICIENT_ATTENTION),
+         SDPA_CHIPLET: ("sdpa", SDPBackend.FLASH_ATTENTION)}
 BACKENDS = ("sdpa_flash", "sdpa_cudnn", "sdpa_efficient")
 TIMED = [i for i in IMPLS if i != EAGER]
 CHUNK = 1024  # query rows per chunk of the eager reference
@@ -161,18 +167,23 @@ def compare_and_time(name, model, reference, batch, task, args, device):
     for impl in IMPLS:
         row[f"{impl}_err"] = row[f"{impl}_ms"] = None
         try:
-            out = run(model, impl, task, inputs, mask)
+            with cfa_torch.active() if impl == SDPA_CHIPLET else contextlib.nullcontext():
+                out = run(model, impl, task, inputs, mask)
+                row[f"{impl}_err"] = error(out, ref)
+                if impl in TIMED:
+                    row[f"{impl}_ms"] = time_ms(lambda: run(model, impl, task, inputs, mask), min_total_ms=args.min_ms)
         except (RuntimeError, ValueError) as exc:  # an SDPA backend that does not take this case (flash with
             if IMPLS[impl][0] != "sdpa":           # a mask), or a transformers that refuses SDPA for the model
                 raise
             row.setdefault("skipped", {})[impl] = str(exc).splitlines()[0][:200]
             continue
-        row[f"{impl}_err"] = error(out, ref)
-        if impl in BACKENDS:
+        if impl in BACKENDS or impl in (CHIPLET, SDPA_CHIPLET):
             outputs[impl] = out if task == "prefill" else {n: g.clone() for n, g in out.items()}
-        if impl in TIMED:
-            row[f"{impl}_ms"] = time_ms(lambda: run(model, impl, task, inputs, mask), min_total_ms=args.min_ms)
-    row["sdpa_spread"] = max((error(outputs[a], outputs[b]) for a in outputs for b in outputs if a < b), default=None)
+    backends = [b for b in BACKENDS if b in outputs]
+    row["sdpa_spread"] = max((error(outputs[a], outputs[b]) for a in backends for b in backends if a < b), default=None)
+    # the same kernels behind SDPA and behind the transformers backend
+    row["sdpa_chiplet_fa_vs_own"] = (error(outputs[SDPA_CHIPLET], outputs[CHIPLET]) if SDPA_CHIPLET in outputs
+                                     else None)
     row["two_x"] = row[f"{CHIPLET}_err"] <= 2 * row[f"{EAGER}_err"] + args.floor
     return row
 
@@ -192,16 +203,20 @@ def markdown(rows, gpu, command):
              "Times: median ms per step. Errors: max |x - ref| / max |ref| against eager attention in float32 "
              "(float64 for a float32 model) on the same weights: logits for prefill, the worst parameter gradient "
              "for train. 2x: chiplet_fa's error <= 2 x eager's in the model dtype + floor. SDPA spread: largest "
-             "difference between two SDPA backends. transformers' SDPA ignores Gemma 2's attention softcap.",
+             "difference between two SDPA backends. transformers' SDPA ignores Gemma 2's attention softcap. "
+             f"{SDPA_CHIPLET}: SDPA's flash backend with chiplet_fa active as torch's flash-attention "
+             "implementation; 'vs own' is its difference from the chiplet_fa backend's result.",
              "", "| model | batch | task | tokens | " + " | ".join(f"{i} ms" for i in TIMED)
-             + " | sdpa / chiplet_fa | " + " | ".join(f"{i} err" for i in errs) + " | 2x | SDPA spread |",
-             "|" + "---|" * (7 + len(TIMED) + len(errs))]
+             + " | sdpa / chiplet_fa | " + " | ".join(f"{i} err" for i in errs) + " | 2x | SDPA spread | "
+             + f"{SDPA_CHIPLET} vs own |",
+             "|" + "---|" * (8 + len(TIMED) + len(errs))]
     for r in rows:
         speedup = "n/a" if not r["sdpa_ms"] else f"{r['sdpa_ms'] / r[f'{CHIPLET}_ms']:.2f}"
         lines.append(f"| {r['model']} | {r['batch']} | {r['task']} | {r['tokens']} | "
                      + " | ".join(fmt_ms(r[f"{i}_ms"]) for i in TIMED) + f" | {speedup} | "
                      + " | ".join(fmt_err(r[f"{i}_err"]) for i in errs)
-                     + f" | {'yes' if r['two_x'] else 'NO'} | {fmt_err(r['sdpa_spread'])} |")
+                     + f" | {'yes' if r['two_x'] else 'NO'} | {fmt_err(r['sdpa_spread'])} | "
+                     + f"{fmt_err(r['sdpa_chiplet_fa_vs_own'])} |")
     return "\n".join(lines) + "\n"
 
 

@@ -1,0 +1,103 @@
+"""torch's context parallelism (ring attention over DTensor) through chiplet_fa, on CPU processes.
+
+    python tests/cp_ring.py --world 2 --rotate allgather      # run by tests/test_torch_native.py
+
+Each of --world gloo processes activates chiplet_fa as torch's flash-attention implementation on
+the CPU key (the test-only switch of chiplet_fa.integrations.torch), shards q, k, v and dout along
+the sequence with torch's head-tail load balancer, runs causal attention forward and backward under
+`context_parallel` and unshards the results; rank 0 compares them with single-process attention on
+the whole sequence and prints one JSON line. On CPU tensors F.scaled_dot_product_attention chooses
+_scaled_dot_product_flash_attention_for_cpu, which the ring does not handle ("CP only supports flash
+attention and memory efficient attention now"), so F.scaled_dot_product_attention is replaced for
+the run by what it calls on a GPU with the flash backend: aten._scaled_dot_product_flash_attention.
+"""
+import argparse
+import json
+import os
+import socket
+import sys
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+import torch.nn.functional as F
+
+
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
+                                 enable_gqa=False):
+    """SDPA's flash-backend dispatch on a GPU (the ring replaces the function by its __name__)."""
+    assert attn_mask is None
+    return torch.ops.aten._scaled_dot_product_flash_attention(query, key, value, dropout_p, is_causal,
+                                                              scale=scale)[0]
+
+
+def inputs(world: int, heads_q: int, heads_kv: int):
+    g = torch.Generator().manual_seed(world)
+    n = 48 * world  # whole head-tail chunks: 2 * world of them
+    shapes = [(2, heads_q, n, 32), (2, heads_kv, n, 32), (2, heads_kv, n, 32), (2, heads_q, n, 32)]
+    return [torch.randn(s, generator=g, dtype=torch.float64) for s in shapes]
+
+
+def reference(q, k, v, dout):
+    leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+    group = q.size(1) // k.size(1)
+    kk, vv = (t.repeat_interleave(group, dim=1) for t in leaves[1:])
+    scores = (leaves[0] @ kk.transpose(-1, -2)) / q.size(-1) ** 0.5
+    n = q.size(2)
+    scores = scores.masked_fill(torch.ones(n, n, dtype=torch.bool).triu(1), float("-inf"))
+    out = scores.softmax(-1) @ vv
+    out.backward(dout)
+    return [out.detach()] + [t.grad for t in leaves]
+
+
+def run(rank: int, args, port: int) -> None:
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group("gloo", rank=rank, world_size=args.world)
+    import chiplet_fa.integrations.torch as native
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor.experimental import context_parallel
+    from torch.distributed.tensor.experimental._attention import (_cp_options, context_parallel_unshard,
+                                                                  set_rotate_method)
+
+    native.DISPATCH_KEYS = ("CPU",)
+    native.activate()
+    set_rotate_method(args.rotate)
+    _cp_options.enable_load_balance = True
+    mesh = init_device_mesh("cpu", (args.world,))
+    q, k, v, dout = inputs(args.world, args.heads_q, args.heads_kv)
+    want = reference(q, k, v, dout)
+    original = F.scaled_dot_product_attention
+    F.scaled_dot_product_attention = scaled_dot_product_attention
+    try:
+        shards = [t.clone() for t in (q, k, v, dout)]
+        with context_parallel(mesh, buffers=shards, buffer_seq_dims=[2] * 4, no_restore_buffers=set(shards)):
+            leaves = [t.requires_grad_() for t in shards[:3]]
+            out = F.scaled_dot_product_attention(*leaves, is_causal=True, enable_gqa=True)
+            out.backward(shards[3])
+        got = context_parallel_unshard(mesh, [out.detach()] + [t.grad for t in leaves], [2] * 4)
+    finally:
+        F.scaled_dot_product_attention = original
+    errors = {name: (g - w).abs().max().item() for name, g, w in zip(("out", "dq", "dk", "dv"), got, want)}
+    calls = {op: n for op, n in native.served.items() if op.startswith("_scaled_dot_product_flash_attention")}
+    if rank == 0:
+        print(json.dumps({"world": args.world, "rotate": args.rotate, "errors": errors, "served": calls,
+                          "fallbacks": len(native.fallbacks)}), flush=True)
+    dist.destroy_process_group()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--world", type=int, default=2)
+    ap.add_argument("--rotate", choices=("allgather", "alltoall"), default="allgather")
+    ap.add_argument("--heads-q", type=int, default=4)
+    ap.add_argument("--heads-kv", type=int, default=2)
+    parsed = ap.parse_args()
+    torch.set_num_threads(1)
+    mp.spawn(run, args=(parsed, free_port()), nprocs=parsed.world)
+    sys.exit(0)
