@@ -39,8 +39,8 @@ struct OnlineSoftmax {
   }
   // Each row slot's visible keys [lo, hi) of the block are found once, so a score costs two compares
   // and a select (per score, the window's fields re-read from shared memory and a branch had made
-  // the diagonal block of a causal tile 1175 instructions a warp; bench/NOTES.md). w is a copy: the
-  // caller's may live in shared memory.
+  // the diagonal block of a causal tile 1175 instructions a warp; docs/sm90_forward.md, "Masking").
+  // w is a copy: the caller's may live in shared memory.
   static CFA_DEVICE void mask(SAcc& s, const KeyWindow w, int n0, int warp_row0, int lane) {
     int lo[kSlots], hi[kSlots];
 #pragma unroll

@@ -141,12 +141,12 @@ inline FixedPointDq bind_fixed_point_dq(BwdParams& p, const BwdArgs& a, const at
 
 // Under a mask a KV head's workgroups start at different query blocks (their diagonals) and drift
 // apart over the group's query heads, so together they stream all of the group's Q, dO and dQ rows;
-// where those exceed 25 MB (the part of the H200's 60 MB L2 beyond which b18 measured the group's
-// walk losing; GQA 64/8 at N = 8K, D = 128: 64 MB, 63% L2 hits against 97% without groups,
-// bench/NOTES.md), sm90's atomic backward gives each query head of a KV block a workgroup of its
-// own (BwdParams::kv_split), whose partial dK, dV go into fp32 accumulators. Deterministic mode
-// (fp32 sums in any order are not reproducible) gives each workgroup an fp32 slice of its own,
-// summed after the kernel: G slices of dK and dV, four times q's bytes in bf16.
+// where those exceed 25 MB (the part of the H200's 60 MB L2 beyond which the group's walk was
+// measured losing; GQA 64/8 at N = 8K, D = 128: 64 MB, 63% L2 hits against 97% without groups;
+// docs/sm90_backward.md, "Large GQA groups under a mask"), sm90's atomic backward gives each query
+// head of a KV block a workgroup of its own (BwdParams::kv_split), whose partial dK, dV go into fp32
+// accumulators. Deterministic mode (fp32 sums in any order are not reproducible) gives each workgroup
+// an fp32 slice of its own, summed after the kernel: G slices of dK and dV, four times q's bytes in bf16.
 constexpr int64_t kSplitGroupBytes = int64_t(25) << 20;
 // p: whole groups (kv_split 1), its head dim the kernels' (padded).
 inline int32_t kv_split_for(const BwdParams& p, KernelFamily family, int elem_bytes) {

@@ -10,9 +10,9 @@ namespace chiplet_fa::CFA_FAMILY {
 template <DType kDType, int kHeadDim, bool kWindowed, DqMode kDq, bool kPlain>
 struct BwdKvKernelSm90<kDType, kHeadDim, kWindowed, kDq, kPlain>::Consumer {
   using PFrag = arch::PFrag<T, 1, kScoreCols>;
-  // The functions on a step's path copy the ids and constants below into locals first: read as
-  // members (through `this`), their loads and index arithmetic were redone along the step (100-200
-  // instructions more in the softcap/ALiBi kernels, spills in a windowed one; bench/NOTES.md).
+  // The functions on a step's path copy the ids and constants below into locals first: read as members
+  // (through `this`), their loads and index arithmetic were redone along the step (100-200 instructions
+  // more with softcap/ALiBi, spills in a windowed kernel; docs/sm90_backward.md, "Code structure and ptxas").
   const TmaBwdParams& a;
   const BwdParams& p;
   Smem& sm;

@@ -85,11 +85,11 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
   // A thread's entries of a per-query vector of the step (lse_log2, D) at its score columns: read
   // from shared memory where used, or loaded while the step's products run, whose waits otherwise
   // put the loads' latency on its path (eight LDS.64 after each). lse_log2 so from D = 96 to 128;
-  // at D = 64 only in the masked kernels, with D and a masked step's window as well (H200, b34:
-  // -2.4% there, while the unmasked D = 64 kernel lost 3-4% with all three and 5-8% with lse_log2
-  // alone: ptxas's schedule of that loop, not the loads). From D = 96, of D what fits beside s,
-  // dP^T, P^T, dK and dV across dP^T's wait (kDeltaHeld); the rest is loaded at the wait, under the
-  // held part's arithmetic.
+  // at D = 64 only in the masked kernels, with D and a masked step's window as well (H200: -2.4%
+  // there, while the unmasked D = 64 kernel lost 3-4% with all three and 5-8% with lse_log2 alone:
+  // ptxas's schedule of that loop, not the loads; docs/sm90_backward.md, "Per-query columns held in
+  // registers"). From D = 96, of D what fits beside s, dP^T, P^T, dK and dV across dP^T's wait
+  // (kDeltaHeld); the rest is loaded at the wait, under the held part's arithmetic.
   static constexpr bool kStatsAhead = !kWide && kCols <= 64 && kWindowed;
   static constexpr bool kLseAhead = kStatsAhead || (!kWide && kCols > 64);
   // SAcc's columns come in pairs, eight apart, each pair on two rows: a float2 for four entries.
@@ -111,8 +111,8 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
   };
   using LseColumns = Columns<kLseAhead ? kColumnPairs : 0>;
   // D's pairs held: all at D = 96; at D = 128 half, a quarter in the windowed kernels (more spilled
-  // there), and none in the softcap/ALiBi and fixed-point dQ kernels, which at D = 128 with any of
-  // it spilled or recomputed their thread index (S2R) in the step (sm90a ptxas, b44).
+  // there), and none in the softcap/ALiBi and fixed-point dQ kernels, which at D = 128 with any of it
+  // spilled or recomputed their thread index (S2R) in the step (docs/sm90_backward.md, same section).
   static constexpr int kDeltaHeld = kStatsAhead ? kColumnPairs
                                     : !kLseAhead || !kPlain || kDq == DqMode::kFixed ? 0
                                     : kCols <= 96 ? kColumnPairs : kColumnPairs / (kWindowed ? 4 : 2);

@@ -229,11 +229,11 @@ struct FwdKernel<kDType, kHeadDim, kWindowed, kPlain>::Consumer {
     }
   }
 
-  // The tile's key blocks (from its first, [first, end)) that some row of consumer cw sees; the
-  // consumer idles through the others. Taken with three consumers under a mask, where a 192-row
-  // tile's diagonal spans a block its first 64 rows never see (+2-3% at B=8 H=16 N=2K D=64
-  // causal). With two, each sees every block of a causal 128-row tile, and the idle path compiled
-  // in cost the D = 128 causal kernels 2-3% (v15): they keep the plain sequence of steps.
+  // The tile's key blocks (from its first, [first, end)) that some row of consumer cw sees; the consumer
+  // idles through the others. Taken with three consumers under a mask, where a 192-row tile's diagonal
+  // spans a block its first 64 rows never see (+2-3% at B=8 H=16 N=2K D=64 causal). With two, each sees
+  // every block of a causal 128-row tile, and the idle path compiled in cost the D = 128 causal kernels
+  // 2-3% (docs/sm90_forward.md, "Three consumers and idle turns"): they keep the plain sequence of steps.
   static CFA_DEVICE BlockRange consumer_blocks(const TileInfo& info, int cw) {
     const int n = info.n_blocks();
     if constexpr (!kWindowed || kConsumers == 2) return BlockRange{0, n};

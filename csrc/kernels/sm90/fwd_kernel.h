@@ -209,8 +209,8 @@ struct FwdKernel : FwdWarps<arch::padded_head_dim(kHeadDim)> {
   // QK^T of tile n - kQStages, so the consumers are done with tile n + 1 - kInfoSlots. A slot holding
   // no tile tells the producer and the consumers to stop. On a warp of its own, not the producer's
   // lane 0, where the queue's atomic and the mapping's divisions (and their spills) held the tile's
-  // second K/V copy (bench/NOTES.md, v24). Under a tail split a claim past p.split.first is a unit:
-  // its one or two pieces go to consecutive slots.
+  // second K/V copy (docs/sm90_forward.md, "Claiming the next tile"). Under a tail split a claim
+  // past p.split.first is a unit: its one or two pieces go to consecutive slots.
   static CFA_DEVICE void schedule(const FwdParams& p, const Slabs& t) {
     const GridShape grid = p.grid_shape();
     const FwdTailSplit& split = p.split;

@@ -8,9 +8,9 @@
 // model's schedule assumes). With a causal mask tiles differ in work up to a sequence's length, and
 // a fixed share per worker (wid = w + i * W) is unbalanced: counted in key blocks, its slowest
 // worker has 8% (H=128, N=8K) to 25% (B=8, H=16, N=2K) more than the mean, and with W = 128 and 64
-// m-blocks a head every worker drew the same m-block each time (bench/NOTES.md, v10). A worker
-// keeps its K/V ring, barriers and registers from tile to tile, so the next tile's loads overlap
-// the last one's final product and epilogue.
+// m-blocks a head every worker drew the same m-block each time (docs/mapping.md, "Rejected
+// alternatives"). A worker keeps its K/V ring, barriers and registers from tile to tile, so the
+// next tile's loads overlap the last one's final product and epilogue.
 #pragma once
 #include <cstdint>
 
