@@ -25,7 +25,8 @@
 #             on PYTHONPATH), round r starts at the variant r places further on, so none always
 #             runs first on a card that warms over the call, and the table gives each variant's
 #             median over the rounds with the ratio's range: processes of one build moved 3-7%
-#             between readings (bench/NOTES.md), which one reading a variant cannot tell from a change.
+#             between readings (docs/benchmarking.md, "Deciding a kernel change"), which one reading
+#             a variant cannot tell from a change.
 # Each variant is also packed as soon as it is built, and again after each round ($OUT/<variant>.tgz,
 # replaced by results.tgz at the end): a call cut off at its time limit brings back what it finished.
 set -uo pipefail

@@ -1,8 +1,9 @@
 """Makespan of a persistent forward whose workers claim tiles in a given order (the dynamic queue
 of kernels/sm90/tile_scheduler.h; the backward's key-block grid, one workgroup an SM, is dispatched
 the same way), over the ideal (total work / workers), for three orders:
-head-first with each row reversed (the order before v21), block-first ascending, and sections
-of S rows walked block-major with the m-blocks descending (v21: `GridShape::longest_first_rows`).
+head-first with each row reversed (the order before the sections), block-first ascending, and
+sections of S rows walked block-major with the m-blocks descending (`GridShape::longest_first_rows`;
+docs/mapping.md, "Longest-first sections").
 A tile costs 1 + its key blocks (a model: no measured step costs), so this says how much of a
 kernel a tail can take, not its time.
 
@@ -56,8 +57,8 @@ def report(name, b, h, n, block_m, block_n, sections, causal=True):
 
 def report_backward(name, b, h_kv, n, block_n, block_q, sections):
     """The causal backward's key-block grid: rows (batch, kv_head), key block j is seen by the query
-    blocks (block_q rows each) from its first key on, one workgroup per SM (before b35: rows
-    ascending, i.e. from the longest)."""
+    blocks (block_q rows each) from its first key on, one workgroup per SM (before the sections:
+    rows ascending, i.e. from the longest)."""
     cost = [1.0 + math.ceil((n - j * block_n) / block_q) for j in range(math.ceil(n / block_n))]
     print(f"{name}: " + ", ".join(f"{k} {v:.3f}" for k, v in ratios(cost, b * h_kv, sections, "first").items()))
 

@@ -11,8 +11,8 @@ come out the same needs no device time to show it changes nothing; one that diff
   python3 bench/sass_diff.py --patch bench/pending/x.patch --units 'sm90/bwd_bf16_*'
   python3 bench/sass_diff.py --base HEAD~1 --units sm90/fwd_bf16_hdim128_full   # vs the work tree
 
-cuobjdump: from $CUOBJDUMP or PATH (this project's CPU machines lack it; NOTES.md, Environment
-findings, says where the mirror has it).
+cuobjdump: from $CUOBJDUMP or PATH (this project's CPU machines lack it; docs/building.md,
+"Checks that need no GPU", says which pip packages carry it).
 """
 import argparse
 import collections
@@ -141,7 +141,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     cuobjdump = os.environ.get("CUOBJDUMP") or shutil.which("cuobjdump")
     if not cuobjdump or not shutil.which("nvcc"):
-        sys.exit("sass_diff: needs nvcc and cuobjdump (set CUOBJDUMP; see NOTES.md, Environment findings)")
+        sys.exit("sass_diff: needs nvcc and cuobjdump (set CUOBJDUMP; see docs/building.md, Checks that need no GPU)")
     with tempfile.TemporaryDirectory(prefix="sass_diff_") as tmp:
         tmp = Path(tmp)
         base_tree = tmp / "base"

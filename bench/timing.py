@@ -34,11 +34,11 @@ def time_in_turns(fns, graph: bool = False, rounds: int = 1, total_ms: float = 3
     rounds (one call at least), and a fn's time is the median of its rounds' medians. Why turns:
     the H200 runs these kernels at its 700 W cap, where the clock moved between 1.4 and 2.0 GHz
     from one second to the next of a sweep, so a fn timed after another meets the clock its
-    predecessor left; 60 ms turns did not remove that (bench/NOTES.md, timing at the power cap).
+    predecessor left; 60 ms turns did not remove that (docs/benchmarking.md, "Timing at the power cap").
     settle_ms > 0 runs a fn that long, untimed, right before each of its timings, so that it is
     timed at the clock its own load sets. rotate (with rounds > 1): round r starts at the r-th fn
     and goes round, so each fn follows each other one in some round, not always the same (the fixed
-    order moved each column with its place: NOTES). rest_ms > 0 leaves the GPU idle that long before
+    order moved each column with its place: same section). rest_ms > 0 leaves the GPU idle that long before
     each timing (and its settling), so that every fn starts from the same rested clock instead of
     the one its predecessor left. windows (a dict): each fn's timed calls' wall-clock windows
     (time.time() pairs, settling and resting left out) as windows[name], for a clock log
@@ -143,7 +143,7 @@ def add_timing_argument(ap):
     ap.add_argument("--rounds", type=int, default=1,
                     help="a shape's columns timed in this many turns (time_in_turns); 1 (default): one "
                          "column after another, each for 300 ms. In 60 ms turns (5) a column's time "
-                         "carried its predecessor's clock: see bench/NOTES.md, timing at the power cap")
+                         "carried its predecessor's clock: see docs/benchmarking.md, timing at the power cap")
     ap.add_argument("--rotate", action="store_true",
                     help="with --rounds > 1: each round starts one column later (each column takes every "
                          "place in the order over the rounds)")

@@ -1,5 +1,5 @@
 """Two probes of how a forward call's time is read, for chiplet_fa's forward (head_first, or the
-mappings given) and cuDNN's, each in one process (bench/NOTES.md, "Timing at the power cap"):
+mappings given) and cuDNN's, each in one process (docs/benchmarking.md, "Timing at the power cap"):
 
 1. method: each call timed by fwd.py's method (each CUDA-graph replay between events, the host
    synchronising after each; `synced`) and by replays back to back (events around a run of

@@ -15,7 +15,8 @@ trace_<gpu>.md and .json:
     tiles give only the mean a block); the share of the
     consumers' tile cycles spent waiting for K, and the cycles a tile's Q and its first K block
     kept them waiting (the copies a tile starts with); each head's time a key block, whose spread
-    says whether some heads' K/V are served slower (NOTES "Next" 6: placement in the L2);
+    says whether some heads' K/V are served slower (placement in the L2: docs/benchmarking.md,
+    "Timing at the power cap");
   backward (one workgroup per key block): the span; the gap on an SM between one workgroup's
     last consumer and the next workgroup's start (launch and teardown); a fit of a workgroup's
     time to its steps (fixed cost of a workgroup, cost of a step); the tail.
