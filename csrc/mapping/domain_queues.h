@@ -1,7 +1,7 @@
 // The dispatch queues of the L2 domains, served by persistent workers: domain d of X holds the
 // workgroup ids d, d + X, d + 2X, ... (what round-robin dispatch sends it, an MI300X XCD). The
 // sm90 forward's tile scheduler (kernels/sm90/tile_scheduler.h) walks them on the device; the
-// host tests walk them with any interleaving of the workers (tests/test_domain_queues.py), since
+// host tests walk them with any interleaving of the workers (tests/test_limits.py), since
 // every id must be claimed exactly once whatever the tiles, workers and domains.
 #pragma once
 #include <cstdint>
