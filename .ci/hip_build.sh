@@ -10,7 +10,7 @@
 #     headers hipified by torch's own hipify (tools/rocm/hipify_torch_headers.py).
 # Then the code objects embedded in the library are extracted per architecture and each must hold
 # v_mfma instructions (tools/rocm/check_code_objects.sh). What this leaves unverified is listed in
-# README.md.
+# docs/families.md.
 #
 # Torch headers: CFA_TORCH_PACKAGE (an installed torch package folder), else $CI_VENVS/cuda-build's
 # torch (.ci/cuda_wheel.sh installs torch 2.14.1 there), else torch 2.14.1 installed here without

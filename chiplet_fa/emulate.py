@@ -1,6 +1,5 @@
-"""The emulated CDNA3 backend of a CPU build made with CHIPLET_FA_EMULATE=cdna3 (README.md,
-section "Emulated CDNA3 backend"): torch.ops.chiplet_fa.fwd/bwd on float16/bfloat16 CPU tensors
-run the HIP kernels on the host, and what they read can be traced.
+"""The emulated CDNA3 backend of a CPU build made with CHIPLET_FA_EMULATE=cdna3 (docs/emulator.md):
+torch.ops.chiplet_fa.fwd/bwd on float16/bfloat16 CPU tensors run the HIP kernels on the host, and what they read can be traced.
 
 The emulated dispatcher deals workgroups out as an MI300X does, workgroup wid to XCD
 wid % num_xcds. `trace()` records, per launch, which rows of q, k, v (and dout) every workgroup

@@ -49,7 +49,7 @@ RAGGED = [
 @pytest.mark.parametrize("topo", [MI300X, MI308X, H200], ids=["mi300x", "mi308x", "h200"])
 @pytest.mark.parametrize("shape", RAGGED, ids=range(len(RAGGED)))
 def test_closed_form_agrees_with_simulator_on_ragged_shapes(topo, shape):
-    # README's tolerance: about 1 point, up to ~13 for block-first near the capacity edge (12.2
+    # docs/l2_model.md's tolerance: about 1 point, up to ~13 for block-first near the capacity edge (12.2
     # here: shape 2 on mi300x; its uniform analogue B=4 N=2500/3000 is 9 points off).
     for m in chiplet_fa.MAPPINGS:
         sim, est = simulate(topo, shape, m), estimate(topo, shape, m)

@@ -113,7 +113,7 @@ def simulate(topology: Topology, shape: Shape, mapping: str, mapping_xcds: int =
 
 
 def estimate(topology: Topology, shape: Shape, mapping: str, mapping_xcds: int = -1) -> Prediction:
-    """Closed-form estimate of the same quantities (README.md, section L2 locality model gives the formula)."""
+    """Closed-form estimate of the same quantities (docs/l2_model.md gives the formula)."""
     _check_mapping(mapping)
     return Prediction(**_L.estimate(topology, **shape.kwargs(), mapping=mapping,
                                     mapping_xcds=mapping_xcds))

@@ -138,7 +138,7 @@ void bind_model(py::module_& m) {
       "kv_hit_rate. seqlens_q/seqlens_k: per-sequence lengths of a packed batch (batch entries "
       "each; empty: every sequence has seqlen_q/seqlen_k, which are otherwise bounds). "
       "progress(done, total) is called about every 0.1 s.";
-  const char* est_doc = "Closed-form estimate of the same quantities (see README.md, section L2 locality model).";
+  const char* est_doc = "Closed-form estimate of the same quantities (see docs/l2_model.md).";
   for (int i = 0; i < 2; ++i) {
     m.def(i ? "simulate" : "estimate", run(i == 1), py::arg("topology"), py::arg("batch"),
           py::arg("num_q_heads"), py::arg("num_kv_heads"), py::arg("seqlen_q"), py::arg("seqlen_k"),

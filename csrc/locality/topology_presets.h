@@ -24,7 +24,7 @@ struct Topology {
   Dispatch dispatch;
   // Steady-state start offset between consecutive workgroups of one domain, in K/V-step
   // times: workgroups do not run in lock step, and this stagger is what decides whether the
-  // workgroups of one ACC still find each other's tiles in L2 (see README.md, section L2 locality model).
+  // workgroups of one ACC still find each other's tiles in L2 (see docs/l2_model.md).
   double stagger_steps;
   std::string note;
 

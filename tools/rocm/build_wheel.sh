@@ -5,7 +5,7 @@
 # then installs the wheel, checks that it was built for HIP and the architectures asked for, and
 # that _C.so holds one code object with v_mfma per kernel unit and architecture.
 #   bash tools/rocm/build_wheel.sh [OUT_DIR]      (default dist/; PYTORCH_ROCM_ARCH overrides)
-# Never run by this project: no Docker engine or ROCm torch was available (README.md, HIP build).
+# Never run by this project: no Docker engine or ROCm torch was available (docs/families.md, HIP build).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 out="$(mkdir -p "${1:-$root/dist}" && cd "${1:-$root/dist}" && pwd)"

@@ -7,7 +7,7 @@ can be compiled against c10/hip/HIPStream.h and friends.
 
 Only torch's hipify touches the files; nothing is written by hand. What this cannot make (the
 headers a ROCm build configures with CMake, such as ATen/hip/HIPConfig.h, and the ROCm-only
-sources) is listed in README.md under the HIP build, and printed here when absent.
+sources) is listed in docs/families.md under the HIP build, and printed here when absent.
 
     python tools/rocm/hipify_torch_headers.py TORCH_PACKAGE_DIR OUT_DIR
 
