@@ -1,9 +1,11 @@
 """torch's context parallelism (ring attention over DTensor) through chiplet_fa, on CPU processes.
 
     python tests/cp_ring.py --world 2 --rotate allgather      # run by tests/test_torch_native.py
+    python tests/cp_ring.py --world 2 --device cuda           # the ranks share one GPU (gloo)
 
 Each of --world gloo processes activates chiplet_fa as torch's flash-attention implementation on
-the CPU key (the test-only switch of chiplet_fa.integrations.torch), shards q, k, v and dout along
+the CPU key (the test-only switch of chiplet_fa.integrations.torch; with --device cuda the CUDA
+key, every rank on the one GPU, bf16, SDPA held to its flash backend), shards q, k, v and dout along
 the sequence with torch's head-tail load balancer, runs causal attention forward and backward under
 `context_parallel` and unshards the results; rank 0 compares them with single-process attention on
 the whole sequence and prints one JSON line. On CPU tensors F.scaled_dot_product_attention chooses
@@ -21,6 +23,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
@@ -31,20 +34,23 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
                                                               scale=scale)[0]
 
 
-def inputs(world: int, heads_q: int, heads_kv: int):
-    g = torch.Generator().manual_seed(world)
-    n = 48 * world  # whole head-tail chunks: 2 * world of them
-    shapes = [(2, heads_q, n, 32), (2, heads_kv, n, 32), (2, heads_kv, n, 32), (2, heads_q, n, 32)]
-    return [torch.randn(s, generator=g, dtype=torch.float64) for s in shapes]
+def inputs(args):
+    g = torch.Generator().manual_seed(args.world)
+    n, d = (1024 * args.world, 128) if args.device == "cuda" else (48 * args.world, 32)  # 2 * world chunks
+    shapes = [(2, args.heads_q, n, d), (2, args.heads_kv, n, d), (2, args.heads_kv, n, d), (2, args.heads_q, n, d)]
+    dtype = torch.bfloat16 if args.device == "cuda" else torch.float64
+    return [torch.randn(s, generator=g, dtype=torch.float64).to(args.device, dtype) for s in shapes]
 
 
-def reference(q, k, v, dout):
+def reference(q, k, v, dout, dtype=torch.float64):
+    """out, dq, dk, dv of causal attention computed in `dtype`."""
+    q, k, v, dout = (t.to(dtype) for t in (q, k, v, dout))
     leaves = [t.clone().requires_grad_() for t in (q, k, v)]
     group = q.size(1) // k.size(1)
     kk, vv = (t.repeat_interleave(group, dim=1) for t in leaves[1:])
     scores = (leaves[0] @ kk.transpose(-1, -2)) / q.size(-1) ** 0.5
     n = q.size(2)
-    scores = scores.masked_fill(torch.ones(n, n, dtype=torch.bool).triu(1), float("-inf"))
+    scores = scores.masked_fill(torch.ones(n, n, dtype=torch.bool, device=q.device).triu(1), float("-inf"))
     out = scores.softmax(-1) @ vv
     out.backward(dout)
     return [out.detach()] + [t.grad for t in leaves]
@@ -59,29 +65,36 @@ def run(rank: int, args, port: int) -> None:
     from torch.distributed.tensor.experimental._attention import (_cp_options, context_parallel_unshard,
                                                                   set_rotate_method)
 
-    native.DISPATCH_KEYS = ("CPU",)
+    cuda = args.device == "cuda"
+    native.DISPATCH_KEYS = ("CUDA",) if cuda else ("CPU",)
     native.activate()
     set_rotate_method(args.rotate)
     _cp_options.enable_load_balance = True
-    mesh = init_device_mesh("cpu", (args.world,))
-    q, k, v, dout = inputs(args.world, args.heads_q, args.heads_kv)
+    mesh = init_device_mesh(args.device, (args.world,))
+    q, k, v, dout = inputs(args)
     want = reference(q, k, v, dout)
+    # the 2x rule's yardstick on the GPU: the same math in bf16
+    yardstick = reference(q, k, v, dout, torch.bfloat16) if cuda else want
     original = F.scaled_dot_product_attention
-    F.scaled_dot_product_attention = scaled_dot_product_attention
+    if not cuda:
+        F.scaled_dot_product_attention = scaled_dot_product_attention
     try:
         shards = [t.clone() for t in (q, k, v, dout)]
-        with context_parallel(mesh, buffers=shards, buffer_seq_dims=[2] * 4, no_restore_buffers=set(shards)):
+        with context_parallel(mesh, buffers=shards, buffer_seq_dims=[2] * 4, no_restore_buffers=set(shards)), \
+                sdpa_kernel(SDPBackend.FLASH_ATTENTION):
             leaves = [t.requires_grad_() for t in shards[:3]]
             out = F.scaled_dot_product_attention(*leaves, is_causal=True, enable_gqa=True)
             out.backward(shards[3])
         got = context_parallel_unshard(mesh, [out.detach()] + [t.grad for t in leaves], [2] * 4)
     finally:
         F.scaled_dot_product_attention = original
-    errors = {name: (g - w).abs().max().item() for name, g, w in zip(("out", "dq", "dk", "dv"), got, want)}
+    names = ("out", "dq", "dk", "dv")
+    errors = {n: (g.double() - w.double()).abs().max().item() for n, g, w in zip(names, got, want)}
+    budget = {n: (y.double() - w.double()).abs().max().item() for n, y, w in zip(names, yardstick, want)}
     calls = {op: n for op, n in native.served.items() if op.startswith("_scaled_dot_product_flash_attention")}
     if rank == 0:
-        print(json.dumps({"world": args.world, "rotate": args.rotate, "errors": errors, "served": calls,
-                          "fallbacks": len(native.fallbacks)}), flush=True)
+        print(json.dumps({"world": args.world, "rotate": args.rotate, "device": args.device, "errors": errors,
+                          "yardstick": budget, "served": calls, "fallbacks": len(native.fallbacks)}), flush=True)
     dist.destroy_process_group()
 
 
@@ -97,6 +110,7 @@ if __name__ == "__main__":
     ap.add_argument("--rotate", choices=("allgather", "alltoall"), default="allgather")
     ap.add_argument("--heads-q", type=int, default=4)
     ap.add_argument("--heads-kv", type=int, default=2)
+    ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     parsed = ap.parse_args()
     torch.set_num_threads(1)
     mp.spawn(run, args=(parsed, free_port()), nprocs=parsed.world)

@@ -197,6 +197,22 @@ def test_context_parallel_ring_through_chiplet_fa(world, rotate):
 
 @needs_cuda
 @pytest.mark.gpu
+@pytest.mark.parametrize("rotate", ["allgather", "alltoall"])
+def test_gpu_context_parallel_ring_on_one_gpu(rotate):
+    # Two gloo ranks share the GPU: torch's ring, chiplet_fa's CUDA kernels on each piece.
+    script = Path(__file__).with_name("cp_ring.py")
+    run = subprocess.run([sys.executable, "-W", "ignore", str(script), "--world", "2", "--rotate", rotate,
+                          "--device", "cuda"], capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    result = json.loads(run.stdout.strip().splitlines()[-1])
+    assert result["fallbacks"] == 0 and result["served"] == {"_scaled_dot_product_flash_attention": 2,
+                                                            "_scaled_dot_product_flash_attention_backward": 2}
+    for name, err in result["errors"].items():  # flash-attention's 2x rule, against bf16 math
+        assert err <= 2 * result["yardstick"][name] + 1.6e-2, (name, err, result["yardstick"][name])
+
+
+@needs_cuda
+@pytest.mark.gpu
 @pytest.mark.parametrize("causal", [False, True])
 def test_gpu_sdpa_routed_to_chiplet_fa_matches_its_own_api(causal):
     q, k, v, dout = (t.cuda() for t in sdpa_inputs(2, 8, 2, 1000, 1000, 128, dtype=torch.bfloat16))
