@@ -15,6 +15,12 @@ _DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 _MAX_LENGTH = 1 << 29
 
 
+def _last_dim_ok(t):
+    """Stride 1 in the last dimension, or no stride to respect: a last dimension of size <= 1 or
+    an empty tensor (torch calls those contiguous whatever the stride)."""
+    return t.numel() == 0 or t.shape[-1] <= 1 or t.stride(-1) == 1
+
+
 def _check_qkv(op, q, k, v, packed):
     rank, layout = (3, "(total_tokens, num_heads, head_dim)") if packed else (4, "(batch, seqlen, num_heads, head_dim)")
     for name, t in (("q", q), ("k", k), ("v", v)):
@@ -23,7 +29,7 @@ def _check_qkv(op, q, k, v, packed):
                            f"{t.dtype} but q has {q.dtype}; q, k and v must share one dtype")
         torch._check_value(t.device == q.device, lambda: f"{op}: {name} is on "
                            f"{t.device} but q is on {q.device}; q, k and v must be on one device")
-        torch._check_value(t.shape[-1] == 0 or t.stride(-1) == 1, lambda: f"{op}: {name} "
+        torch._check_value(_last_dim_ok(t), lambda: f"{op}: {name} "
                            "must have a contiguous last dimension (stride(-1) == 1), got stride "
                            f"{t.stride(-1)}; call .contiguous() first")
     torch._check_value(q.dtype in _DTYPES, lambda: f"{op}: q must be float16, bfloat16, "

@@ -179,6 +179,46 @@ def test_empty_keys():
     assert (dq == 0).all() and dk.shape == k.shape and dv.shape == v.shape
 
 
+# out.sum().backward() hands the op an expanded dout (every stride 0): a 1x1x1x1 or empty one is
+# "contiguous" to torch whatever its strides, so it reaches the op as it is.
+DENSE_CALLS = {
+    "fwd": lambda q, k, v: torch.ops.chiplet_fa.fwd(q, k, v)[0],
+    "attention": chiplet_fa.attention,
+    "flash_attn_func": chiplet_fa.flash_attn_func,
+}
+
+
+@pytest.mark.parametrize("call", DENSE_CALLS)
+@pytest.mark.parametrize("shape", [(1, 1, 1, 1), (0, 3, 2, 8), (2, 0, 2, 8), (2, 3, 2, 8)])
+def test_sum_backward_needs_no_dout(call, shape):
+    q, k, v = (torch.randn(shape, dtype=torch.float64, requires_grad=True) for _ in range(3))
+    DENSE_CALLS[call](q, k, v).sum().backward()
+    want = torch.autograd.grad(attention_ref(q, k, v, causal=False).sum(), (q, k, v))
+    for got, w in zip((q.grad, k.grad, v.grad), want):
+        torch.testing.assert_close(got, w)
+
+
+VARLEN_CALLS = {
+    "fwd_varlen": lambda q, k, v, cu, n: torch.ops.chiplet_fa.fwd_varlen(q, k, v, cu, cu, n, n)[0],
+    "flash_attn_varlen_func": lambda q, k, v, cu, n: chiplet_fa.flash_attn_varlen_func(q, k, v, cu, cu, n, n),
+}
+
+
+@pytest.mark.parametrize("call", VARLEN_CALLS)
+@pytest.mark.parametrize("lens, heads, d", [([1], 1, 1), ([], 2, 8), ([0, 0], 2, 8), ([2, 3], 2, 8)])
+def test_varlen_sum_backward_needs_no_dout(call, lens, heads, d):
+    cu = torch.tensor([0] + list(itertools.accumulate(lens)), dtype=torch.int32)
+    q, k, v = (torch.randn(sum(lens), heads, d, dtype=torch.float64, requires_grad=True) for _ in range(3))
+    VARLEN_CALLS[call](q, k, v, cu, max(lens, default=0)).sum().backward()
+    want = [torch.zeros_like(t) for t in (q, k, v)]
+    for a, b in zip(cu.tolist(), cu.tolist()[1:]):
+        seq = [t[a:b].unsqueeze(0).detach().requires_grad_() for t in (q, k, v)]
+        for w, g in zip(want, torch.autograd.grad(attention_ref(*seq, causal=False).sum(), seq)):
+            w[a:b] = g[0]
+    for got, w in zip((q.grad, k.grad, v.grad), want):
+        torch.testing.assert_close(got, w)
+
+
 @pytest.mark.parametrize("device", DEVICES)
 def test_deterministic_is_bitwise_reproducible(device):
     # dQ comes from one workgroup per row block (the dQ pass) or, on sm90, from fixed-point sums,
