@@ -83,8 +83,8 @@ def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, wi
     i + N_k - N_q - left .. i + N_k - N_q + right (negative: unbounded; causal: right = 0).
     softcap > 0: scores -> softcap * tanh(scores / softcap). alibi_slopes: float32 (H_q,) or
     (B, H_q), adds -slope * |i + N_k - N_q - j|. deterministic: the backward runs without atomics.
-    Returns out (B, N_q, H_q, D), or (out, softmax_lse (B, H_q, N_q) float32, empty S_dmask) when
-    return_attn_probs. dropout_p must be 0.0.
+    Returns out (B, N_q, H_q, D), or (out, softmax_lse (B, H_q, N_q) float32 (float64 for float64
+    inputs), empty S_dmask) when return_attn_probs. dropout_p must be 0.0.
     """
     return _dense("flash_attn_func", q, k, v, dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes,
                   deterministic, return_attn_probs, mapping, num_xcds)
