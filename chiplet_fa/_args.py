@@ -41,6 +41,10 @@ def integer(fn, name, value):
     return number
 
 
+def optional_integer(fn, name, value):
+    return None if value is None else integer(fn, name, value)
+
+
 def real(fn, name, value):
     """A finite real number, as a float. (Compared with infinity rather than passed to
     math.isfinite, which torch.compile cannot trace.)"""
