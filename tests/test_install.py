@@ -1,4 +1,5 @@
-"""What setup.py declares: the install brings what every command needs."""
+"""What setup.py declares: the install brings what every command needs, and the transformers
+extra names the range CI tests at both ends."""
 import os
 import re
 import runpy
@@ -21,3 +22,12 @@ def test_install_brings_numpy_so_torch_does_not_warn(tmp_path):
     done = subprocess.run([sys.executable, "-m", "chiplet_fa", "--help"], capture_output=True, text=True, env=env,
                           cwd=tmp_path, timeout=120, stdin=subprocess.DEVNULL)
     assert done.returncode == 0 and "NumPy" not in done.stderr, done.stderr
+
+
+def test_transformers_extra_is_the_range_ci_tests_at_both_ends():
+    spec, = SETUP["EXTRAS_REQUIRE"]["transformers"]
+    low, below = re.fullmatch(r"transformers>=(\d+\.\d+),<(\d+\.\d+)", spec).groups()
+    pins = re.findall(r"transformers==(\d+)\.(\d+)\.\d+", (ROOT / ".ci" / "cpu_tests.sh").read_text())
+    tested = sorted((int(major), int(minor)) for major, minor in pins)
+    major, minor = map(int, below.split("."))
+    assert tested[0] == tuple(map(int, low.split("."))) and tested[-1] == (major, minor - 1), (spec, tested)
