@@ -137,6 +137,8 @@ def add_run_parser(subparsers):
 
 def build_parser():
     parser = argparse.ArgumentParser(prog="chiplet-fa", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--version", action="store_true",
+                        help="print what the installation was built with (chiplet_fa.build_info()) and exit")
     subparsers = parser.add_subparsers(dest="command")
     add_run_parser(subparsers)
     # The L2-locality model adds `simulate` when its package is present; any other missing
@@ -153,12 +155,12 @@ def build_parser():
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
-    if argv[:1] == ["--version"]:
-        print(format_build_info(build_info()))
-        return 0
-    if not argv or (argv[0].startswith("-") and argv[0] not in ("-h", "--help")):
+    if not argv or (argv[0].startswith("-") and argv[0] not in ("-h", "--help", "--version")):
         argv = ["run"] + argv  # `run` is the default subcommand
     args = build_parser().parse_args(argv)
+    if args.version:
+        print(format_build_info(build_info()))
+        return 0
     if getattr(args, "kv_heads", 0) is None:
         args.kv_heads = args.heads
     return args.func(args)

@@ -42,6 +42,14 @@ def test_run_subcommand_takes_the_shape(tmp_path):
     assert [r for r in rows if r[0].isdigit()] == [["0", "0"], ["1", "1"], ["2", "2"]]
 
 
+def test_help_lists_version_and_version_prints_the_build(tmp_path):
+    done = run_main([sys.executable, "-m", "chiplet_fa"], "--help", tmp_path=tmp_path)
+    assert done.returncode == 0 and "--version" in done.stdout
+    done = run_main([sys.executable, "-m", "chiplet_fa"], "--version", tmp_path=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(f"chiplet_fa {chiplet_fa.__version__}\n") and "kernel_path" in done.stdout
+
+
 def test_options_alone_imply_run(tmp_path):
     done = run_main([sys.executable, "-m", "chiplet_fa"], "--heads", "6", "--seqlen", "256",
                     tmp_path=tmp_path)
