@@ -18,6 +18,13 @@ from setuptools.command.build_ext import build_ext
 ROOT = Path(__file__).resolve().parent
 VERSION = {}
 exec((ROOT / "chiplet_fa" / "version.py").read_text(), VERSION)
+# numpy: chiplet_fa imports none, but torch warns "Failed to initialize NumPy" on import without it,
+# so every chiplet-fa command would print that warning.
+INSTALL_REQUIRES = ["torch>=2.5", "numpy"]
+# transformers: the attention backend (chiplet_fa.integrations.transformers), the range CI tests at
+# both ends, 5.17.0 and 5.25.0 (.ci/cpu_tests.sh); a later release joins it once tested.
+EXTRAS_REQUIRE = {"plot": ["matplotlib"], "test": ["pytest", "hypothesis"],
+                  "transformers": ["transformers>=5.17,<5.26"]}
 
 
 def pick_backend(torch):
@@ -114,9 +121,7 @@ if __name__ == "__main__":
         ext_modules=[Extension("chiplet_fa._C", sources=[])],
         cmdclass={"build_ext": CMakeBuild},
         python_requires=">=3.10",
-        install_requires=["torch>=2.5"],
-        # transformers: the attention backend (chiplet_fa.integrations.transformers); tested with 5.17
-        extras_require={"plot": ["matplotlib"], "test": ["pytest", "hypothesis", "numpy"],
-                        "transformers": ["transformers>=5.17,<6"]},
+        install_requires=INSTALL_REQUIRES,
+        extras_require=EXTRAS_REQUIRE,
         entry_points={"console_scripts": ["chiplet-fa=chiplet_fa.__main__:main"]},
     )

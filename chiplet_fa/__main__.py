@@ -56,6 +56,12 @@ def acc_ids(tiles, num_q_heads, num_kv_heads):
     return tiles[:, 0] * num_kv_heads + tiles[:, 1] // (num_q_heads // num_kv_heads)
 
 
+def modelled_part(args):
+    """The part the mapping report draws: an MI300X unless --xcds or --cus-per-xcd say otherwise."""
+    part = f"{args.xcds} XCDs of {args.cus_per_xcd} CUs"
+    return f"an MI300X, {part}" if (args.xcds, args.cus_per_xcd) == (8, 38) else f"a part with {part}"
+
+
 def mapping_report(args):
     """What each policy does on an MI300X-like part: the first workgroups' tiles and XCDs, how
     many ACCs each XCD has in flight in its first round, and over how many XCDs an ACC spreads."""
@@ -63,7 +69,9 @@ def mapping_report(args):
     X, shape = args.xcds, (args.batch, args.heads, args.kv_heads, num_m_blocks)
     grid = args.batch * args.heads * num_m_blocks
     num_accs = args.batch * args.kv_heads
-    print(f"\nMappings for B={args.batch}, H_q={args.heads}, H_kv={args.kv_heads}, N={args.seqlen}, "
+    # Printed right after this machine's L2 domains: say that the table is not about them.
+    print(f"\nMapping report for {modelled_part(args)} (set by --xcds and --cus-per-xcd), not for this machine:")
+    print(f"Mappings for B={args.batch}, H_q={args.heads}, H_kv={args.kv_heads}, N={args.seqlen}, "
           f"BLOCK_M={args.block_m}: {num_m_blocks} m-blocks, {grid} workgroups, {num_accs} ACCs, "
           f"{X} XCDs (xcd = wid % {X})")
     tiles = {p: map_workgroups(p, *shape, X) for p in MAPPINGS}
@@ -137,6 +145,8 @@ def add_run_parser(subparsers):
 
 def build_parser():
     parser = argparse.ArgumentParser(prog="chiplet-fa", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--version", action="store_true",
+                        help="print what the installation was built with (chiplet_fa.build_info()) and exit")
     subparsers = parser.add_subparsers(dest="command")
     add_run_parser(subparsers)
     # The L2-locality model adds `simulate` when its package is present; any other missing
@@ -153,12 +163,12 @@ def build_parser():
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
-    if argv[:1] == ["--version"]:
-        print(format_build_info(build_info()))
-        return 0
-    if not argv or (argv[0].startswith("-") and argv[0] not in ("-h", "--help")):
+    if not argv or (argv[0].startswith("-") and argv[0] not in ("-h", "--help", "--version")):
         argv = ["run"] + argv  # `run` is the default subcommand
     args = build_parser().parse_args(argv)
+    if args.version:
+        print(format_build_info(build_info()))
+        return 0
     if getattr(args, "kv_heads", 0) is None:
         args.kv_heads = args.heads
     return args.func(args)

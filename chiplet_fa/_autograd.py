@@ -5,7 +5,9 @@ _LIB = "chiplet_fa"
 
 
 def _dout(dout):
-    return dout if dout.stride(-1) == 1 else dout.contiguous()  # e.g. the expanded gradient of a sum()
+    # The gradient of a sum() comes expanded (every stride 0). .contiguous() leaves one with a last
+    # dimension of size <= 1, or an empty one, as it is: the op accepts those, having no stride to check.
+    return dout if dout.stride(-1) == 1 else dout.contiguous()
 
 
 # The lse output is marked non-differentiable: nothing in chiplet_fa feeds it into a loss, and the

@@ -15,6 +15,17 @@ _DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 _MAX_LENGTH = 1 << 29
 
 
+def _lse_dtype(q):
+    """softmax_lse's dtype (csrc/ops/fwd_api.h lse_dtype): float64 for float64 inputs, else float32."""
+    return torch.float64 if q.dtype == torch.float64 else torch.float32
+
+
+def _last_dim_ok(t):
+    """Stride 1 in the last dimension, or no stride to respect: a last dimension of size <= 1 or
+    an empty tensor (torch calls those contiguous whatever the stride)."""
+    return t.numel() == 0 or t.shape[-1] <= 1 or t.stride(-1) == 1
+
+
 def _check_qkv(op, q, k, v, packed):
     rank, layout = (3, "(total_tokens, num_heads, head_dim)") if packed else (4, "(batch, seqlen, num_heads, head_dim)")
     for name, t in (("q", q), ("k", k), ("v", v)):
@@ -23,7 +34,7 @@ def _check_qkv(op, q, k, v, packed):
                            f"{t.dtype} but q has {q.dtype}; q, k and v must share one dtype")
         torch._check_value(t.device == q.device, lambda: f"{op}: {name} is on "
                            f"{t.device} but q is on {q.device}; q, k and v must be on one device")
-        torch._check_value(t.shape[-1] == 0 or t.stride(-1) == 1, lambda: f"{op}: {name} "
+        torch._check_value(_last_dim_ok(t), lambda: f"{op}: {name} "
                            "must have a contiguous last dimension (stride(-1) == 1), got stride "
                            f"{t.stride(-1)}; call .contiguous() first")
     torch._check_value(q.dtype in _DTYPES, lambda: f"{op}: q must be float16, bfloat16, "
@@ -89,7 +100,7 @@ def _fwd_fake(q, k, v, softmax_scale=None, causal=False, mapping="auto", num_xcd
     _check_options(op, q, q.shape[0], softmax_scale, mapping, num_xcds, window_left, window_right, softcap,
                    alibi_slopes)
     batch, seqlen_q, num_heads, _ = q.shape
-    return q.new_empty(q.shape), q.new_empty((batch, num_heads, seqlen_q), dtype=torch.float32)
+    return q.new_empty(q.shape), q.new_empty((batch, num_heads, seqlen_q), dtype=_lse_dtype(q))
 
 
 def _fwd_varlen_fake_checked(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale,
@@ -98,7 +109,7 @@ def _fwd_varlen_fake_checked(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, 
     _check_qkv(op, q, k, v, packed=True)
     batch = _check_cu_seqlens(op, q, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
     _check_options(op, q, batch, softmax_scale, mapping, num_xcds, window_left, window_right, softcap, alibi_slopes)
-    return q.new_empty((q.shape[1], q.shape[0]), dtype=torch.float32)
+    return q.new_empty((q.shape[1], q.shape[0]), dtype=_lse_dtype(q))
 
 
 @torch.library.register_fake(f"{_LIB}::fwd_varlen")

@@ -12,33 +12,47 @@ and nothing else changes. Two keyword-only arguments follow flash-attention's: `
 
 Differences, all of which raise ValueError naming the argument rather than change results:
   * dropout_p must be 0.0 (no dropout kernels);
-  * block_table (paged KV cache) must be None.
+  * block_table (paged KV cache) must be None;
+  * arguments torch would convert silently or refuse with its own TypeError are checked first
+    (chiplet_fa/_args.py): tensors must be tensors, window sizes and max_seqlen integers in int64,
+    softmax_scale and softcap finite numbers.
 Conventions kept: window_size entries below 0 mean unbounded; softcap <= 0 means none (as in
-flash-attention); return_attn_probs=True returns (out, softmax_lse, S_dmask) where S_dmask is the
-empty tensor flash-attention itself returns when dropout_p == 0 (it only fills it under dropout).
+flash-attention); q, k and v whose last dimension has a stride other than 1 are copied to a
+contiguous one, as flash-attention does (the ops themselves refuse them); return_attn_probs=True
+returns (out, softmax_lse, S_dmask) where S_dmask is the empty tensor flash-attention itself
+returns when dropout_p == 0 (it only fills it under dropout). chiplet_fa.attention takes the same
+path (_dense), so both APIs check and behave alike.
 One documented difference in values: a query row that sees no key at all (e.g. causal with
 seqlen_q > seqlen_k) has out 0 in both, but softmax_lse -inf here where flash-attention gives +inf.
 """
 import torch
 
+from . import _args
+
 __all__ = ["flash_attn_func", "flash_attn_varlen_func", "flash_attn_qkvpacked_func", "flash_attn_kvpacked_func",
            "flash_attn_varlen_qkvpacked_func", "flash_attn_varlen_kvpacked_func"]
 
 
-def _contiguous_last(t):
-    return t if t.stride(-1) == 1 else t.contiguous()
+def _qkv(fn, q, k, v):
+    """q, k and v, each with a stride-1 last dimension: another stride is copied (flash-attention's
+    behaviour), where the ops would refuse it."""
+    tensors = [_args.tensor(fn, name, t) for name, t in (("q", q), ("k", k), ("v", v))]
+    return [t.contiguous() if t.dim() and t.stride(-1) != 1 else t for t in tensors]
 
 
-def _options(fn, dropout_p, window_size, softcap):
-    """Checks what flash-attention accepts and chiplet_fa does not; maps its conventions onto the op's."""
+def _options(fn, dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes, deterministic, mapping,
+             num_xcds):
+    """Checks what flash-attention accepts and chiplet_fa does not; maps its conventions onto the
+    ops' keyword arguments."""
     if dropout_p != 0.0:
         raise ValueError(f"chiplet_fa.{fn}: dropout_p must be 0.0 (chiplet_fa has no attention dropout), "
                          f"got {dropout_p}")
-    if len(window_size) != 2:
-        raise ValueError(f"chiplet_fa.{fn}: window_size must be a pair (left, right), got {window_size!r}")
-    left, right = (max(int(w), -1) for w in window_size)  # flash-attention: any negative = unbounded
-    softcap = float(softcap) if softcap > 0 else 0.0  # flash-attention: <= 0 deactivates
-    return left, right, softcap
+    left, right = _args.window(fn, window_size)
+    return dict(softmax_scale=_args.optional_real(fn, "softmax_scale", softmax_scale), causal=bool(causal),
+                window_left=left, window_right=right, softcap=_args.softcap(fn, softcap),
+                alibi_slopes=_args.optional_tensor(fn, "alibi_slopes", alibi_slopes),
+                mapping=_args.mapping(fn, mapping), num_xcds=_args.integer(fn, "num_xcds", num_xcds),
+                deterministic=bool(deterministic))
 
 
 def _result(out, softmax_lse, return_attn_probs):
@@ -50,25 +64,24 @@ def _result(out, softmax_lse, return_attn_probs):
 
 def _dense(fn, q, k, v, dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes, deterministic,
            return_attn_probs, mapping, num_xcds):
-    left, right, softcap = _options(fn, dropout_p, window_size, softcap)
-    out, lse = torch.ops.chiplet_fa.fwd(_contiguous_last(q), _contiguous_last(k), _contiguous_last(v), softmax_scale,
-                                        bool(causal), mapping, num_xcds, left, right, softcap, alibi_slopes,
-                                        bool(deterministic))
+    options = _options(fn, dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes, deterministic,
+                       mapping, num_xcds)
+    out, lse = torch.ops.chiplet_fa.fwd(*_qkv(fn, q, k, v), **options)
     return _result(out, lse, return_attn_probs)
 
 
 def _varlen(fn, q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p, softmax_scale, causal,
             window_size, softcap, alibi_slopes, deterministic, return_attn_probs, mapping, num_xcds):
-    left, right, softcap = _options(fn, dropout_p, window_size, softcap)
-    out, lse = torch.ops.chiplet_fa.fwd_varlen(
-        _contiguous_last(q), _contiguous_last(k), _contiguous_last(v), cu_seqlens_q, cu_seqlens_k,
-        int(max_seqlen_q), int(max_seqlen_k), softmax_scale, bool(causal), left, right, softcap, alibi_slopes,
-        mapping, num_xcds, bool(deterministic))
+    options = _options(fn, dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes, deterministic,
+                       mapping, num_xcds)
+    cu_seqlens = (_args.tensor(fn, "cu_seqlens_q", cu_seqlens_q), _args.tensor(fn, "cu_seqlens_k", cu_seqlens_k))
+    max_seqlens = (_args.integer(fn, "max_seqlen_q", max_seqlen_q), _args.integer(fn, "max_seqlen_k", max_seqlen_k))
+    out, lse = torch.ops.chiplet_fa.fwd_varlen(*_qkv(fn, q, k, v), *cu_seqlens, *max_seqlens, **options)
     return _result(out, lse, return_attn_probs)
 
 
 def _unpack(fn, name, packed, count, dim):
-    if packed.dim() <= dim or packed.size(dim) != count:
+    if _args.tensor(fn, name, packed).dim() <= dim or packed.size(dim) != count:
         raise ValueError(f"chiplet_fa.{fn}: {name} must have size {count} in dimension {dim}, "
                          f"got shape {tuple(packed.shape)}")
     return packed.unbind(dim)
@@ -83,8 +96,8 @@ def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, wi
     i + N_k - N_q - left .. i + N_k - N_q + right (negative: unbounded; causal: right = 0).
     softcap > 0: scores -> softcap * tanh(scores / softcap). alibi_slopes: float32 (H_q,) or
     (B, H_q), adds -slope * |i + N_k - N_q - j|. deterministic: the backward runs without atomics.
-    Returns out (B, N_q, H_q, D), or (out, softmax_lse (B, H_q, N_q) float32, empty S_dmask) when
-    return_attn_probs. dropout_p must be 0.0.
+    Returns out (B, N_q, H_q, D), or (out, softmax_lse (B, H_q, N_q) float32 (float64 for float64
+    inputs), empty S_dmask) when return_attn_probs. dropout_p must be 0.0.
     """
     return _dense("flash_attn_func", q, k, v, dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes,
                   deterministic, return_attn_probs, mapping, num_xcds)
@@ -133,8 +146,10 @@ def flash_attn_varlen_qkvpacked_func(qkv, cu_seqlens, max_seqlen, dropout_p=0.0,
                                      return_attn_probs=False, *, mapping: str = "auto", num_xcds: int = -1):
     """flash_attn.flash_attn_varlen_qkvpacked_func: qkv (total, 3, H, D), one cu_seqlens and
     max_seqlen for queries and keys; as flash_attn_varlen_func."""
-    q, k, v = _unpack("flash_attn_varlen_qkvpacked_func", "qkv", qkv, 3, 1)
-    return _varlen("flash_attn_varlen_qkvpacked_func", q, k, v, cu_seqlens, cu_seqlens, max_seqlen, max_seqlen,
+    fn = "flash_attn_varlen_qkvpacked_func"
+    q, k, v = _unpack(fn, "qkv", qkv, 3, 1)
+    cu_seqlens, max_seqlen = _args.tensor(fn, "cu_seqlens", cu_seqlens), _args.integer(fn, "max_seqlen", max_seqlen)
+    return _varlen(fn, q, k, v, cu_seqlens, cu_seqlens, max_seqlen, max_seqlen,
                    dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes, deterministic,
                    return_attn_probs, mapping, num_xcds)
 

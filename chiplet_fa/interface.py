@@ -3,6 +3,9 @@ from typing import Optional, Tuple
 
 import torch
 
+from . import _args
+from .flash_api import _dense
+
 
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
               softmax_scale: Optional[float] = None, mapping: str = "auto",
@@ -12,13 +15,16 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
 
     q: (B, N_q, H_q, D); k, v: (B, N_k, H_kv, D) with H_q a multiple of H_kv (GQA/MQA).
     causal masks are aligned to the bottom-right corner when N_q != N_k; window_size (left, right)
-    keeps keys i + N_k - N_q - left .. i + N_k - N_q + right for query i (-1: unbounded);
-    softcap > 0 caps scores to softcap * tanh(score / softcap); alibi_slopes (H_q,) or (B, H_q)
-    float32 subtracts slope * |i + N_k - N_q - j|. Returns (B, N_q, H_q, D).
+    keeps keys i + N_k - N_q - left .. i + N_k - N_q + right for query i (negative: unbounded);
+    softcap > 0 caps scores to softcap * tanh(score / softcap) (<= 0: none); alibi_slopes (H_q,)
+    or (B, H_q) float32 subtracts slope * |i + N_k - N_q - j|. Returns (B, N_q, H_q, D).
+
+    Checked and run as chiplet_fa.flash_attn_func is: a bad argument raises ValueError naming it,
+    and a q, k or v whose last dimension has a stride other than 1 is copied to a contiguous one
+    (torch.ops.chiplet_fa.fwd itself refuses it).
     """
-    out, _ = torch.ops.chiplet_fa.fwd(q, k, v, softmax_scale, causal, mapping, num_xcds, window_size[0],
-                                      window_size[1], softcap, alibi_slopes)
-    return out
+    return _dense("attention", q, k, v, 0.0, softmax_scale, causal, window_size, softcap, alibi_slopes, False, False,
+                  mapping, num_xcds)
 
 
 def scaled_dot_product_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
@@ -36,7 +42,7 @@ def scaled_dot_product_attention(query: torch.Tensor, key: torch.Tensor, value: 
     if dropout_p != 0.0:
         raise ValueError(f"chiplet_fa.scaled_dot_product_attention: dropout_p must be 0.0, got {dropout_p}")
     for name, t in (("query", query), ("key", key), ("value", value)):
-        if t.dim() != 4:
+        if _args.tensor("scaled_dot_product_attention", name, t).dim() != 4:
             raise ValueError(f"chiplet_fa.scaled_dot_product_attention: {name} must be 4-D "
                              f"(batch, num_heads, seqlen, head_dim), got {t.dim()}-D")
     if query.size(1) != key.size(1) and not enable_gqa:

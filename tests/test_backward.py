@@ -149,6 +149,19 @@ def test_gradcheck_fp64(shape, causal):
                 lambda q, k, v: chiplet_fa.attention(q, k, v, causal=causal), (q, k, v))
 
 
+def test_float64_gradients_have_float64_precision():
+    # float64 inputs get a float64 softmax_lse; a float32 one held the gradients to about 1e-7.
+    q, k, v, _ = make_inputs(2, 9, 13, 4, 2, 8, torch.float64, "cpu", seed=3, requires_grad=True)
+    out, lse = torch.ops.chiplet_fa.fwd(q, k, v)
+    assert lse.dtype == torch.float64
+    tight = dict(atol=1e-9, rtol=1e-7)
+    assert torch.autograd.gradcheck(lambda q, k, v: chiplet_fa.attention(q, k, v, causal=True), (q, k, v), **tight)
+    cu = torch.tensor([0, 5, 18], dtype=torch.int32)
+    packed = [t.reshape(-1, *t.shape[2:])[:18].detach().requires_grad_() for t in (q, k, v)]
+    assert torch.autograd.gradcheck(lambda q, k, v: chiplet_fa.flash_attn_varlen_func(q, k, v, cu, cu, 13, 13),
+                                    packed, **tight)
+
+
 @pytest.mark.parametrize("n_q,n_k", [(6, 6), (4, 9), (9, 4)])
 def test_gradcheck_sdpa_wrapper(n_q, n_k):
     # Top-left causal alignment is built from slices and a concat: autograd must compose.
@@ -177,6 +190,46 @@ def test_empty_keys():
     q, k, v, dout = make_inputs(2, 5, 0, 2, 1, 8, torch.float32, "cpu")
     dq, dk, dv = chiplet_grads(q, k, v, dout, causal=False)
     assert (dq == 0).all() and dk.shape == k.shape and dv.shape == v.shape
+
+
+# out.sum().backward() hands the op an expanded dout (every stride 0): a 1x1x1x1 or empty one is
+# "contiguous" to torch whatever its strides, so it reaches the op as it is.
+DENSE_CALLS = {
+    "fwd": lambda q, k, v: torch.ops.chiplet_fa.fwd(q, k, v)[0],
+    "attention": chiplet_fa.attention,
+    "flash_attn_func": chiplet_fa.flash_attn_func,
+}
+
+
+@pytest.mark.parametrize("call", DENSE_CALLS)
+@pytest.mark.parametrize("shape", [(1, 1, 1, 1), (0, 3, 2, 8), (2, 0, 2, 8), (2, 3, 2, 8)])
+def test_sum_backward_needs_no_dout(call, shape):
+    q, k, v = (torch.randn(shape, dtype=torch.float64, requires_grad=True) for _ in range(3))
+    DENSE_CALLS[call](q, k, v).sum().backward()
+    want = torch.autograd.grad(attention_ref(q, k, v, causal=False).sum(), (q, k, v))
+    for got, w in zip((q.grad, k.grad, v.grad), want):
+        torch.testing.assert_close(got, w)
+
+
+VARLEN_CALLS = {
+    "fwd_varlen": lambda q, k, v, cu, n: torch.ops.chiplet_fa.fwd_varlen(q, k, v, cu, cu, n, n)[0],
+    "flash_attn_varlen_func": lambda q, k, v, cu, n: chiplet_fa.flash_attn_varlen_func(q, k, v, cu, cu, n, n),
+}
+
+
+@pytest.mark.parametrize("call", VARLEN_CALLS)
+@pytest.mark.parametrize("lens, heads, d", [([1], 1, 1), ([], 2, 8), ([0, 0], 2, 8), ([2, 3], 2, 8)])
+def test_varlen_sum_backward_needs_no_dout(call, lens, heads, d):
+    cu = torch.tensor([0] + list(itertools.accumulate(lens)), dtype=torch.int32)
+    q, k, v = (torch.randn(sum(lens), heads, d, dtype=torch.float64, requires_grad=True) for _ in range(3))
+    VARLEN_CALLS[call](q, k, v, cu, max(lens, default=0)).sum().backward()
+    want = [torch.zeros_like(t) for t in (q, k, v)]
+    for a, b in zip(cu.tolist(), cu.tolist()[1:]):
+        seq = [t[a:b].unsqueeze(0).detach().requires_grad_() for t in (q, k, v)]
+        for w, g in zip(want, torch.autograd.grad(attention_ref(*seq, causal=False).sum(), seq)):
+            w[a:b] = g[0]
+    for got, w in zip((q.grad, k.grad, v.grad), want):
+        torch.testing.assert_close(got, w)
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -340,14 +393,16 @@ def test_torch_deterministic_switch_selects_deterministic_mode():
         assert torch.equal(a, b)
 
 
-def test_opcheck_fwd_with_autograd():
-    q, k, v, _ = make_inputs(2, 33, 47, 4, 2, 16, torch.float32, "cpu", seed=7, requires_grad=True)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_opcheck_fwd_with_autograd(dtype):
+    q, k, v, _ = make_inputs(2, 33, 47, 4, 2, 16, dtype, "cpu", seed=7, requires_grad=True)
     for causal in (False, True):
         torch.library.opcheck(torch.ops.chiplet_fa.fwd.default, (q, k, v, None, causal, "auto", -1))
 
 
-def test_opcheck_bwd():
-    q, k, v, dout = make_inputs(2, 33, 47, 4, 2, 16, torch.float32, "cpu", seed=8)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_opcheck_bwd(dtype):
+    q, k, v, dout = make_inputs(2, 33, 47, 4, 2, 16, dtype, "cpu", seed=8)
     out, lse = torch.ops.chiplet_fa.fwd(q, k, v, 0.3, True, "auto", -1)
     args = (dout, q, k, v, out, lse, 0.3, True, "swizzled_block_first", 3, True)
     torch.library.opcheck(torch.ops.chiplet_fa.bwd.default, args)
@@ -412,6 +467,8 @@ def test_bwd_argument_errors():
         bwd(dout, q, k, v, out.double(), lse)
     with pytest.raises(ValueError, match="softmax_lse must be float32"):
         bwd(dout, q, k, v, out, lse.double())
+    with pytest.raises(ValueError, match=r"softmax_lse must be float64 \(q is float64\)"):
+        bwd(*(t.double() for t in (dout, q, k, v, out)), lse)
     with pytest.raises(ValueError, match=r"softmax_lse must have shape \(1, 2, 6\)"):
         bwd(dout, q, k, v, out, lse[:, :1])
     with pytest.raises(ValueError, match="softmax_lse must be contiguous"):

@@ -60,6 +60,19 @@ def test_bad_input_raises_value_error_naming_it(device, case):
         torch.ops.chiplet_fa.fwd(*args, **kwargs)
 
 
+@pytest.mark.parametrize("device", ["cpu", "meta"])
+@pytest.mark.parametrize("shape", [(1, 1, 1, 1), (2, 3, 2, 1), (0, 3, 2, 8), (2, 0, 2, 8)])
+def test_last_dimension_without_a_stride_to_check_is_accepted(device, shape):
+    # Broadcast (every stride 0): a last dimension of size 1 or an empty tensor is contiguous to
+    # torch, so .contiguous() would not change it and the op must take it as it is.
+    q, k, v = (torch.randn((), device=device).expand(shape) for _ in range(3))
+    out, _ = torch.ops.chiplet_fa.fwd(q, k, v)
+    want, _ = torch.ops.chiplet_fa.fwd(*(t.clone(memory_format=torch.contiguous_format) for t in (q, k, v)))
+    assert out.shape == shape
+    if device == "cpu":
+        torch.testing.assert_close(out, want)
+
+
 @pytest.mark.parametrize("base, other", [
     ("cpu", "meta"),
     pytest.param("cuda", "meta", marks=GPU),

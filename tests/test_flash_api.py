@@ -148,10 +148,79 @@ def test_max_seqlen_may_be_a_zero_dim_tensor():
     assert torch.equal(got, want)
 
 
-def test_non_contiguous_last_dimension_is_accepted_as_flash_attention_does():
+@pytest.mark.parametrize("fn", ["attention", "flash_attn_func"])
+def test_non_contiguous_last_dimension_is_copied_as_flash_attention_does(fn):
     q = rand((1, 12, 2, 16))[..., ::2]  # stride(-1) == 2
     assert q.stride(-1) != 1
-    assert torch.equal(chiplet_fa.flash_attn_func(q, q, q), chiplet_fa.flash_attn_func(*(q.contiguous(),) * 3))
+    call = getattr(chiplet_fa, fn)
+    assert torch.equal(call(q, q, q), call(*(q.contiguous(),) * 3))
+
+
+# Arguments both dense APIs take by one name, each bad in a way torch's parser would refuse with a
+# TypeError of its own or convert silently: every one a ValueError naming it, from the API itself.
+BAD_ARGUMENTS = [
+    (dict(q=None), "q must be a torch.Tensor"),
+    (dict(k=[[1.0]]), "k must be a torch.Tensor"),
+    (dict(v=3), "v must be a torch.Tensor"),
+    (dict(softcap=float("nan")), "softcap must be a finite number"),
+    (dict(softcap=float("inf")), "softcap must be a finite number"),
+    (dict(softcap="2"), "softcap must be a finite number"),
+    (dict(softmax_scale=float("nan")), "softmax_scale must be a finite number"),
+    (dict(softmax_scale=torch.tensor(0.5)), "softmax_scale must be a finite number"),
+    (dict(window_size=None), r"window_size must be a pair \(left, right\) of integers"),
+    (dict(window_size=(4,)), r"window_size must be a pair \(left, right\) of integers"),
+    (dict(window_size=(4.5, 0)), "window_size must be an integer, got 4.5"),
+    (dict(window_size=(2 ** 63, 0)), "window_size must be an integer in int64"),
+    (dict(alibi_slopes=[0.5, 0.25]), "alibi_slopes must be a torch.Tensor"),
+    (dict(mapping=None), "mapping must be a string"),
+    (dict(num_xcds=8.0), "num_xcds must be an integer"),
+    (dict(num_xcds=-2 ** 64), "num_xcds must be an integer in int64"),
+]
+
+
+@pytest.mark.parametrize("fn", ["attention", "flash_attn_func"])
+@pytest.mark.parametrize("bad, match", BAD_ARGUMENTS)
+def test_bad_arguments_raise_value_error_naming_them_in_both_apis(fn, bad, match):
+    q = rand((2, 14, 2, 8))
+    tensors = {n: bad.get(n, q) for n in "qkv"}
+    options = {n: value for n, value in bad.items() if n not in tensors}
+    with pytest.raises(ValueError, match=f"chiplet_fa.{fn}: {match}"):
+        getattr(chiplet_fa, fn)(*tensors.values(), **options)
+
+
+@pytest.mark.parametrize("bad, match", [
+    (dict(max_seqlen_q=14.0), "max_seqlen_q must be an integer"),
+    (dict(max_seqlen_k=2 ** 64), "max_seqlen_k must be an integer in int64"),
+    (dict(max_seqlen_k=torch.tensor([14, 14])), "max_seqlen_k must be an integer"),
+    (dict(cu_seqlens_q=[0, 10, 24]), "cu_seqlens_q must be a torch.Tensor"),
+    (dict(window_size=(0, 1.0)), "window_size must be an integer"),
+])
+def test_bad_packed_arguments_raise_value_error_naming_them(bad, match):
+    packed = rand((24, 2, 8))
+    args = dict(q=packed, k=packed, v=packed, cu_seqlens_q=cu_seqlens([10, 14]), cu_seqlens_k=cu_seqlens([10, 14]),
+                max_seqlen_q=14, max_seqlen_k=14)
+    args.update(bad)
+    with pytest.raises(ValueError, match=f"chiplet_fa.flash_attn_varlen_func: {match}"):
+        chiplet_fa.flash_attn_varlen_func(**args)
+
+
+@pytest.mark.parametrize("fn, args, match", [
+    ("flash_attn_qkvpacked_func", (None,), "qkv must be a torch.Tensor"),
+    ("flash_attn_varlen_qkvpacked_func", (rand((24, 3, 2, 8)), cu_seqlens([24]), 24.0),
+     "max_seqlen must be an integer"),
+    ("flash_attn_varlen_qkvpacked_func", (rand((24, 3, 2, 8)), None, 24), "cu_seqlens must be a torch.Tensor"),
+])
+def test_packed_forms_name_their_own_arguments(fn, args, match):
+    with pytest.raises(ValueError, match=f"chiplet_fa.{fn}: {match}"):
+        getattr(chiplet_fa, fn)(*args)
+
+
+def test_attention_takes_flash_attentions_conventions():
+    # One behaviour for both APIs: any negative window side is unbounded, softcap <= 0 is none.
+    q, k, v = rand((1, 9, 2, 8), seed=1), rand((1, 11, 2, 8), seed=2), rand((1, 11, 2, 8), seed=3)
+    want = chiplet_fa.attention(q, k, v, window_size=(-1, 2))
+    assert torch.equal(chiplet_fa.attention(q, k, v, window_size=(-7, 2), softcap=-1.0), want)
+    assert torch.equal(chiplet_fa.flash_attn_func(q, k, v, window_size=(-7, 2), softcap=-1.0), want)
 
 
 UNSUPPORTED = [

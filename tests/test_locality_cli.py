@@ -1,6 +1,8 @@
 """`chiplet-fa simulate` (chiplet_fa/locality/cli.py)."""
 import argparse
+import io
 import json
+import sys
 
 import pytest
 
@@ -20,11 +22,38 @@ def test_table_and_json(capsys, tmp_path):
                 "--json", str(out)]) == 0
     text = capsys.readouterr()
     assert "mi300x" in text.out and "swizzled_head_first" in text.out and "sim hit" in text.out
-    assert "simulate" in text.err  # the progress bar (tqdm, or the text one without it)
+    assert "simulate: 8/8 runs done" in text.err  # stderr is no terminal here: plain lines
     rows = json.loads(out.read_text())["rows"]
     assert sorted({r["seqlen"] for r in rows}) == [2048, 4096] and len(rows) == 8
     by = {(r["seqlen"], r["mapping"]): r for r in rows}
     assert by[(4096, "swizzled_head_first")]["sim_hit_rate"] > by[(4096, "block_first")]["sim_hit_rate"]
+
+
+def test_progress_into_a_pipe_prints_lines_without_redraws(capsys):
+    assert run(["--gpu", "mi300x", "--heads", "32", "--seqlen", "4096"]) == 0
+    err = capsys.readouterr().err
+    assert "\r" not in err
+    assert err.splitlines() == [f"simulate: {n}/4 runs done" for n in range(1, 5)]
+
+
+class _Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+@pytest.mark.parametrize("with_tqdm", [True, False])
+def test_progress_on_a_terminal_redraws_one_line(monkeypatch, with_tqdm):
+    if with_tqdm:
+        pytest.importorskip("tqdm")
+    else:
+        monkeypatch.setitem(sys.modules, "tqdm", None)  # the text bar
+    term = _Terminal()
+    progress = cli._Progress(2, enabled=True, stream=term)
+    for _ in range(2):
+        progress.update(1, 2)
+        progress.next_run()
+    progress.close()
+    assert "\r" in term.getvalue() and "runs done" not in term.getvalue()
 
 
 def test_estimate_only_and_overrides(capsys):

@@ -125,6 +125,35 @@ def test_auto_is_what_the_op_runs():
         assert torch.equal(rows, chiplet_fa.map_workgroups(expected, 1, 128, 128, 256, xcds))
 
 
+@pytest.mark.parametrize("make, match", [
+    (lambda q: (q.int(), q.int(), q.int()), "q must be float16, bfloat16, float32 or float64"),
+    (lambda q: (q, q[..., :8], q), "head dims differ"),
+    (lambda q: (q, q[:, :, :3], q[:, :, :3]), r"num_heads of q \(4\) must be a positive multiple"),
+    (lambda q: (q[0], q, q), "q must be 4-D"),
+])
+def test_explain_refuses_what_the_op_refuses(make, match):
+    q, k, v = make(torch.randn(1, 64, 4, 16))
+    with pytest.raises(ValueError, match=match):
+        torch.ops.chiplet_fa.fwd(q, k, v)
+    with pytest.raises(ValueError, match="chiplet_fa.explain: " + match):
+        explain(q, k, v, file=False)
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(q=None), "q must be a torch.Tensor"),
+    (dict(mapping="diagonal"), "mapping must be one of"),
+    (dict(mapping=None), "mapping must be a string"),
+    (dict(num_xcds=2.5), "num_xcds must be an integer"),
+    (dict(num_xcds=0), "num_xcds must be -1"),
+])
+def test_explain_checks_its_arguments_as_the_apis_do(kwargs, match):
+    q = torch.randn(1, 64, 4, 16)
+    args = dict(q=q, k=q, v=q, file=False)
+    args.update(kwargs)
+    with pytest.raises(ValueError, match=match):
+        explain(**args)
+
+
 def test_explain_prints_the_decision():
     gen = torch.Generator().manual_seed(0)
     q = torch.randn(1, 256, 8, 64, generator=gen)

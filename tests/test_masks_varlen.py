@@ -241,9 +241,10 @@ def test_gradcheck_windowed_softcapped_alibi_dense():
     assert torch.autograd.gradcheck(fn, (q, k, v))
 
 
-def test_opcheck_packed_ops():
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_opcheck_packed_ops(dtype):
     gen = torch.Generator().manual_seed(7)
-    q, k, v, dout = (torch.randn(40, 4, 16, generator=gen) for _ in range(4))
+    q, k, v, dout = (torch.randn(40, 4, 16, generator=gen, dtype=dtype) for _ in range(4))
     k, v = k[:, :2].contiguous(), v[:, :2].contiguous()
     cu = cu_seqlens([13, 27], "cpu")
     slopes = torch.rand(4, generator=gen)

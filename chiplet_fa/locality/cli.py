@@ -91,21 +91,24 @@ def _seqlens(args) -> List[int]:
 
 
 class _Progress:
-    """tqdm when installed, else a one-line text bar on stderr."""
+    """On a terminal: tqdm when installed, else a one-line text bar, each redrawn with carriage
+    returns. Elsewhere (a pipe, a log file), where those would pile up: a plain line per finished run."""
 
-    def __init__(self, total: int, enabled: bool):
+    def __init__(self, total: int, enabled: bool, stream=None):
+        self.stream = sys.stderr if stream is None else stream
         self.total, self.enabled, self.base = total, enabled, 0.0
+        self.live = enabled and self.stream.isatty()
         self.bar = None
-        if enabled:
+        if self.live:
             try:
                 from tqdm import tqdm
-                self.bar = tqdm(total=total, desc="simulate", unit="run", file=sys.stderr,
+                self.bar = tqdm(total=total, desc="simulate", unit="run", file=self.stream,
                                 bar_format="{l_bar}{bar}| {n:.1f}/{total} runs [{elapsed}<{remaining}]")
             except ImportError:
                 pass
 
     def update(self, done: int, total: int) -> None:
-        if not self.enabled:
+        if not self.live:
             return
         value = min(self.total, self.base + (done / total if total else 0.0))
         if self.bar is not None:
@@ -115,17 +118,20 @@ class _Progress:
             width = 40
             filled = int(width * value / self.total)
             print(f"\rsimulate [{'#' * filled}{'.' * (width - filled)}] {value:5.1f}/{self.total}",
-                  end="", file=sys.stderr, flush=True)
+                  end="", file=self.stream, flush=True)
 
     def next_run(self) -> None:
         self.base += 1
-        self.update(0, 0)
+        if self.live:
+            self.update(0, 0)
+        elif self.enabled:
+            print(f"simulate: {int(self.base)}/{self.total} runs done", file=self.stream, flush=True)
 
     def close(self) -> None:
         if self.bar is not None:
             self.bar.close()
-        elif self.enabled:
-            print(file=sys.stderr)
+        elif self.live:
+            print(file=self.stream)
 
 
 def run(args) -> int:

@@ -3,10 +3,10 @@ from typing import List, Optional
 
 import torch
 
-from .. import _C
+from .. import _C, _args, _ops
 from ..build import kernel_path
 from .detect import detect_xcds
-from .model import MAPPINGS, Shape, choose_mapping, topology_for_domains
+from .model import Shape, choose_mapping, topology_for_domains
 
 
 def _offsets(cu, name: str, total: int) -> List[int]:
@@ -14,9 +14,9 @@ def _offsets(cu, name: str, total: int) -> List[int]:
     device-to-host copy: fine for a diagnostic, which is why the op itself never does it."""
     values = cu.tolist() if isinstance(cu, torch.Tensor) else list(cu)
     if isinstance(cu, torch.Tensor) and cu.dim() != 1:
-        raise ValueError(f"explain: {name} must be 1-D, got {cu.dim()}-D")
+        raise ValueError(f"chiplet_fa.explain: {name} must be 1-D, got {cu.dim()}-D")
     if not values or values[0] != 0 or values[-1] != total or any(b < a for a, b in zip(values, values[1:])):
-        raise ValueError(f"explain: {name} must start at 0, be non-decreasing and end at {total} "
+        raise ValueError(f"chiplet_fa.explain: {name} must start at 0, be non-decreasing and end at {total} "
                          f"(the packed rows), got {values}")
     return [int(x) for x in values]
 
@@ -26,7 +26,7 @@ def _packed_shape(q, k, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, 
     cu_q = _offsets(cu_seqlens_q, "cu_seqlens_q", q.shape[0])
     cu_k = _offsets(cu_seqlens_k, "cu_seqlens_k", k.shape[0])
     if len(cu_q) != len(cu_k):
-        raise ValueError(f"explain: cu_seqlens_q and cu_seqlens_k must have one length (batch + 1), "
+        raise ValueError(f"chiplet_fa.explain: cu_seqlens_q and cu_seqlens_k must have one length (batch + 1), "
                          f"got {len(cu_q)} and {len(cu_k)}")
     lens_q = [b - a for a, b in zip(cu_q, cu_q[1:])]
     lens_k = [b - a for a, b in zip(cu_k, cu_k[1:])]
@@ -34,7 +34,7 @@ def _packed_shape(q, k, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, 
     for name, given, lens in (("max_seqlen_q", max_seqlen_q, lens_q), ("max_seqlen_k", max_seqlen_k, lens_k)):
         longest = max(lens, default=0)
         if given is not None and given < longest:
-            raise ValueError(f"explain: {name} = {given} is shorter than the longest sequence ({longest})")
+            raise ValueError(f"chiplet_fa.explain: {name} = {given} is shorter than the longest sequence ({longest})")
         bounds.append(longest if given is None else int(given))
     batch = len(lens_q)
     exact = Shape(batch=batch, seqlen_q=bounds[0], seqlen_k=bounds[1], seqlens_q=lens_q, seqlens_k=lens_k,
@@ -74,22 +74,19 @@ def explain(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = Fa
     """
     packed = cu_seqlens_q is not None or cu_seqlens_k is not None
     if packed and (cu_seqlens_q is None or cu_seqlens_k is None):
-        raise ValueError("explain: a packed batch needs both cu_seqlens_q and cu_seqlens_k")
-    dims = 3 if packed else 4
-    if q.dim() != dims or k.dim() != dims or v.dim() != dims:
-        layout = "(total_tokens, num_heads, head_dim) with cu_seqlens" if packed else \
-            "(batch, seqlen, num_heads, head_dim)"
-        raise ValueError(f"explain: q, k and v must be {dims}-D {layout}")
-    if k.shape != v.shape:
-        raise ValueError(f"explain: k and v must have one shape, got {tuple(k.shape)} and {tuple(v.shape)}")
-    if mapping != "auto" and mapping not in MAPPINGS:
-        raise ValueError(f"explain: mapping must be 'auto' or one of {', '.join(MAPPINGS)}; got {mapping!r}")
+        raise ValueError("chiplet_fa.explain: a packed batch needs both cu_seqlens_q and cu_seqlens_k")
+    # What the op would refuse, explain refuses with the op's checks (its fake kernel's).
+    q, k, v = (_args.tensor("explain", name, t) for name, t in (("q", q), ("k", k), ("v", v)))
+    _ops._check_qkv("chiplet_fa.explain", q, k, v, packed)
+    num_xcds, mapping = _args.integer("explain", "num_xcds", num_xcds), _args.mapping("explain", mapping)
+    _ops._check_options("chiplet_fa.explain", q, batch=None, softmax_scale=None, mapping=mapping, num_xcds=num_xcds,
+                        window_left=-1, window_right=-1, softcap=0.0, alibi_slopes=None)
+    max_seqlen_q = _args.optional_integer("explain", "max_seqlen_q", max_seqlen_q)
+    max_seqlen_k = _args.optional_integer("explain", "max_seqlen_k", max_seqlen_k)
     if num_xcds == -1:
         xcds, source, _ = detect_xcds(q.device)
-    elif num_xcds >= 1:
-        xcds, source = num_xcds, "num_xcds argument"
     else:
-        raise ValueError(f"explain: num_xcds must be -1 (detect) or >= 1, got {num_xcds}")
+        xcds, source = num_xcds, "num_xcds argument"
     heads_q, head_dim, heads_kv = q.shape[-2], q.shape[-1], k.shape[-2]
     common = dict(num_q_heads=heads_q, head_dim=head_dim, num_kv_heads=heads_kv, elem_bytes=q.element_size(),
                   causal=causal, block_m=_C.fwd_tile_rows(q))

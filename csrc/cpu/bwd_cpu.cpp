@@ -46,8 +46,9 @@ struct QueryRow {
 
   // Returns false for a fully masked row (lse -inf): it has no gradient.
   bool load(const BwdParams& p, int b, int h, const Sequence& s, int i) {
-    const float l = p.softmax_lse[b * p.lse_batch_stride + h * p.lse_head_stride + s.q_start + i];
-    if (l == -std::numeric_limits<float>::infinity()) return false;
+    using Lse = typename LseOf<T>::type;
+    const Lse l = static_cast<const Lse*>(p.softmax_lse)[b * p.lse_batch_stride + h * p.lse_head_stride + s.q_start + i];
+    if (l == -std::numeric_limits<Lse>::infinity()) return false;
     lse = Acc(l);
     delta = static_cast<const Acc*>(p.softmax_d)[p.stats_row(b, h, s) + i];
     const int64_t row = s.q_start + i;

@@ -81,8 +81,8 @@ void fwd_tile(const FwdParams& p, const Tile& t) {
     const Acc inv = empty ? Acc(0) : Acc(1) / row_sum[r];
     T* orow = out + (m0 + r) * p.o_row_stride;
     for (int d = 0; d < D; ++d) orow[d] = T(acc[size_t(r) * D + d] * inv);
-    lse[m0 + r] = empty ? -std::numeric_limits<float>::infinity()
-                        : float(row_max[r] + std::log(row_sum[r]));
+    using Lse = typename LseOf<T>::type;
+    lse[m0 + r] = empty ? -std::numeric_limits<Lse>::infinity() : Lse(row_max[r] + std::log(row_sum[r]));
   }
 }
 

@@ -162,7 +162,8 @@ CFA_GLOBAL void bwd_preprocess_kernel(const BwdParams p) {
         l1 += fabsf(float(y.e[e]));
       }
     }
-    const float l = p.softmax_lse[at.b * p.lse_batch_stride + at.h * p.lse_head_stride + row];
+    const float* lse = static_cast<const float*>(p.softmax_lse);
+    const float l = lse[at.b * p.lse_batch_stride + at.h * p.lse_head_stride + row];
     if (l != -INFINITY) lse_log2 = l * float(M_LOG2E);
   }
   sum = arch::lane_group_sum<kPreprocessLanes>(sum);

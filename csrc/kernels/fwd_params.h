@@ -16,6 +16,17 @@
 
 namespace chiplet_fa {
 
+// softmax_lse's element type for inputs of type T: float32, float64 for float64 inputs (the CPU
+// path) so that their gradients keep float64's precision.
+template <typename T>
+struct LseOf {
+  using type = float;
+};
+template <>
+struct LseOf<double> {
+  using type = double;
+};
+
 // The rows of one sequence of the batch.
 struct Sequence {
   int32_t len_q, len_k;
@@ -70,7 +81,7 @@ struct FwdParams {
   const void* k;
   const void* v;
   void* out;
-  float* softmax_lse;
+  void* softmax_lse;  // LseOf<T>::type
 
   int64_t q_batch_stride, q_row_stride, q_head_stride;
   int64_t k_batch_stride, k_row_stride, k_head_stride;
@@ -152,7 +163,7 @@ struct FwdParams {
     const T* k;
     const T* v;
     T* out;
-    float* lse;
+    typename LseOf<T>::type* lse;
   };
   template <typename T>
   CFA_HOST_DEVICE HeadSlabs<T> head_slabs(int32_t b, int32_t q_head, const Sequence& s) const {
@@ -161,7 +172,8 @@ struct FwdParams {
             static_cast<const T*>(k) + b * k_batch_stride + s.k_start * k_row_stride + kv_head * k_head_stride,
             static_cast<const T*>(v) + b * v_batch_stride + s.k_start * v_row_stride + kv_head * v_head_stride,
             static_cast<T*>(out) + b * o_batch_stride + s.q_start * o_row_stride + q_head * o_head_stride,
-            softmax_lse + b * lse_batch_stride + q_head * lse_head_stride + s.q_start};
+            static_cast<typename LseOf<T>::type*>(softmax_lse) + b * lse_batch_stride + q_head * lse_head_stride +
+                s.q_start};
   }
 };
 

@@ -18,8 +18,10 @@ void check_dtype(const char* op, const at::Tensor& q) {
                     op, ": q must be float16, bfloat16, float32 or float64, got ", t);
 }
 
+// A last dimension of size <= 1, or an empty tensor, has no stride to respect (torch calls such a
+// tensor contiguous whatever the stride, so .contiguous() would not change it).
 void check_last_dim(const char* op, const at::Tensor& t, const char* name) {
-  TORCH_CHECK_VALUE(t.size(-1) == 0 || t.stride(-1) == 1, op, ": ", name,
+  TORCH_CHECK_VALUE(t.numel() == 0 || t.size(-1) <= 1 || t.stride(-1) == 1, op, ": ", name,
                     " must have a contiguous last dimension (stride(-1) == 1), got stride ",
                     t.stride(-1), "; call .contiguous() first");
 }

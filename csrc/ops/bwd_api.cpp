@@ -26,8 +26,9 @@ BwdParams prepare_bwd(const BwdArgs& a, int block_m, int block_n, int row_pad, i
   const at::Tensor& lse = a.softmax_lse;
   const auto lse_shape = d.packed ? std::vector<int64_t>{d.num_q_heads, d.total_q}
                                   : std::vector<int64_t>{d.batch, d.num_q_heads, d.seqlen_q};
-  TORCH_CHECK_VALUE(lse.scalar_type() == at::kFloat, op, ": softmax_lse must be float32, got ",
-                    lse.scalar_type());
+  TORCH_CHECK_VALUE(lse.scalar_type() == lse_dtype(a.q), op, ": softmax_lse must be ",
+                    lse_dtype(a.q) == at::kDouble ? "float64 (q is float64)" : "float32",
+                    " as the forward returns it, got ", lse.scalar_type());
   TORCH_CHECK_VALUE(lse.sizes() == at::IntArrayRef(lse_shape), op, ": softmax_lse must have shape (",
                     c10::Join(", ", lse_shape), ") ", d.packed ? "(num_heads, total_q)" : "(batch, num_heads, seqlen_q)",
                     " as the forward returns it, got ", lse.sizes());

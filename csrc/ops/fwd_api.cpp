@@ -23,6 +23,8 @@ DType dtype_of(const at::Tensor& t) {
   }
 }
 
+at::ScalarType lse_dtype(const at::Tensor& q) { return q.scalar_type() == at::kDouble ? at::kDouble : at::kFloat; }
+
 bool finish_without_kernel(const FwdParams& p, at::Tensor& out, at::Tensor& softmax_lse) {
   if (out.numel() == 0) return true;
   if (p.total_k > 0) return false;
@@ -66,7 +68,7 @@ FwdParams prepare_fwd(const FwdArgs& a, int block_m, int detected_xcds, at::Tens
   }
   const auto lse_shape = d.packed ? std::vector<int64_t>{d.num_q_heads, d.total_q}
                                   : std::vector<int64_t>{d.batch, d.num_q_heads, d.seqlen_q};
-  softmax_lse = at::empty(lse_shape, a.q.options().dtype(at::kFloat));
+  softmax_lse = at::empty(lse_shape, a.q.options().dtype(lse_dtype(a.q)));
   return fwd_params(a, d, out, softmax_lse, block_m, detected_xcds);
 }
 
@@ -75,7 +77,7 @@ FwdParams fwd_params(const FwdArgs& a, const AttentionDims& d, const at::Tensor&
   const int num_xcds = a.num_xcds == -1 ? detected_xcds : int(a.num_xcds);
   FwdParams p{};
   point_at(p, a.q, a.k, a.v, out);
-  p.softmax_lse = softmax_lse.data_ptr<float>();
+  p.softmax_lse = softmax_lse.data_ptr();
   p.batch = int32_t(d.batch);
   p.seqlen_q = int32_t(d.seqlen_q);
   p.seqlen_k = int32_t(d.seqlen_k);

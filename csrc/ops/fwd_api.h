@@ -22,9 +22,12 @@ struct FwdArgs {
   const char* op() const { return varlen ? "chiplet_fa.fwd_varlen" : "chiplet_fa.fwd"; }
 };
 
+// softmax_lse's dtype for q (LseOf in kernels/fwd_params.h): float64 for float64, else float32.
+at::ScalarType lse_dtype(const at::Tensor& q);
+
 // Validates args (clear errors naming the argument), allocates out like q (or checks the given
-// one) and softmax_lse float32 (dense (B, H_q, N_q), packed (H_q, T_q)), and returns params for a
-// backend whose tiles are block_m rows tall and whose L2 domains are detected as `detected_xcds`.
+// one) and softmax_lse of lse_dtype(q) (dense (B, H_q, N_q), packed (H_q, T_q)), and returns params
+// for a backend whose tiles are block_m rows tall and whose L2 domains are detected as `detected_xcds`.
 FwdParams prepare_fwd(const FwdArgs& args, int block_m, int detected_xcds, at::Tensor& out,
                       at::Tensor& softmax_lse, const std::optional<at::Tensor>& given_out = std::nullopt);
 
