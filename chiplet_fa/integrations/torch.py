@@ -14,7 +14,7 @@ the aten ops those paths call on each device: _scaled_dot_product_flash_attentio
 (SDPA's flash backend, context parallelism's ring), _flash_attention_forward,
 _flash_attention_forward_no_dropout_inplace and _flash_attention_backward (varlen_attn). They keep
 torch's contracts: the (B, H, N, D) layout of the SDPA ops with the output a transposed view of a
-(B, N, H, D) buffer, lse float32 (B, H, N) or (H, T) packed, rng state and philox outputs as zero
+(B, N, H, D) buffer, lse float32 (float64 for float64 inputs) (B, H, N) or (H, T) packed, rng state and philox outputs as zero
 tensors, an empty debug mask. Dense and packed (cum_seq_q/k) batches, GQA, scale, windows and ALiBi
 (forward) are served. is_causal on these ops aligns the mask to the bottom-right corner when
 N_q != N_k, as torch's own flash kernel does (torch/nn/attention/bias.py calls it with
@@ -202,7 +202,8 @@ def _flash_forward_inplace(previous, keyset, out, query, key, value, cum_seq_q, 
 def _lse_layout(q: torch.Tensor, lse: torch.Tensor, packed: bool) -> Optional[str]:
     """None when lse is chiplet_fa's for q (flash-attention layout): else the forward was another kernel's."""
     shape = (q.size(1), q.size(0)) if packed else (q.size(0), q.size(2), q.size(1))
-    return None if lse.dtype == torch.float32 and tuple(lse.shape) == shape else "logsumexp from another kernel"
+    dtype = torch.float64 if q.dtype == torch.float64 else torch.float32
+    return None if lse.dtype == dtype and tuple(lse.shape) == shape else "logsumexp from another kernel"
 
 
 def _flash_backward(previous, keyset, grad_out, query, key, value, out, logsumexp, cum_seq_q, cum_seq_k, max_q, max_k,
