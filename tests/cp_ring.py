@@ -95,6 +95,7 @@ def run(rank: int, args, port: int) -> None:
     if rank == 0:
         print(json.dumps({"world": args.world, "rotate": args.rotate, "device": args.device, "errors": errors,
                           "yardstick": budget, "served": calls, "fallbacks": len(native.fallbacks)}), flush=True)
+    dist.barrier()  # no rank tears its connections down while another still sends on them
     dist.destroy_process_group()
 
 
