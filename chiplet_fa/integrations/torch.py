@@ -315,7 +315,7 @@ def _register() -> _Handle:
     """The registry's register_fn: chiplet_fa's kernels for the ops above on DISPATCH_KEYS."""
     library = torch.library.Library("aten", "IMPL")
     with warnings.catch_warnings():  # replacing torch's kernels is the point; the previous one is kept
-        warnings.filterwarnings("ignore", message=".*Overriding a previously registered kernel")
+        warnings.filterwarnings("ignore", message="(?s).*Overriding a previously registered kernel")
         for op, (impl, keys) in _OPS.items():
             for key in DISPATCH_KEYS:
                 if key in keys and hasattr(torch.ops.aten, op):
