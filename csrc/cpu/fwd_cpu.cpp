@@ -8,9 +8,9 @@
 #include <vector>
 
 #include <ATen/ATen.h>
-#include <ATen/Parallel.h>
 
 #include "cpu/cpu_backend.h"
+#include "cpu/parallel.h"
 #include "cpu/scores.h"
 #include "mapping/mapping.h"
 #include "mapping/topology.h"
@@ -89,9 +89,7 @@ void fwd_tile(const FwdParams& p, const Tile& t) {
 template <typename T, typename Acc>
 void fwd_all_tiles(const FwdParams& p) {
   const GridShape g = p.grid_shape();
-  at::parallel_for(0, grid_size(g), 1, [&](int64_t begin, int64_t end) {
-    for (int64_t wid = begin; wid < end; ++wid) fwd_tile<T, Acc>(p, map_workgroup(p.mapping, wid, g));
-  });
+  parallel_items(grid_size(g), [&](int64_t wid) { fwd_tile<T, Acc>(p, map_workgroup(p.mapping, wid, g)); });
 }
 
 }  // namespace
