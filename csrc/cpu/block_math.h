@@ -28,6 +28,12 @@ constexpr int kTileCols = 2 * Isa::kVecBytes / int(sizeof(Acc));
 
 constexpr int round_up(int x, int to) { return (x + to - 1) / to * to; }
 
+// The functions between an instruction-set variant (cpu/isa.h) and the loops are all inlined into
+// the variant, so that the loops are compiled for its target. (The variants' flatten attribute
+// does that in gcc; clang's inlines only their direct calls and left the kernels on the baseline
+// instruction set: 10x slower.)
+#define CFA_CPU_INLINE inline __attribute__((always_inline))
+
 template <typename Acc, int Bytes>
 struct VecOf {
   typedef Acc type __attribute__((vector_size(Bytes)));
@@ -40,8 +46,8 @@ struct VecOf {
 // row-major and 32-53 with A transposed (AVX2, double, one core), against 49-50 like this (and
 // 104-119 with AVX-512), whichever A.
 template <typename Acc, typename Isa>
-inline void matmul_add(int m, int n, int k, const Acc* a, int64_t a_row, int64_t a_col, const Acc* b, int64_t ldb,
-                       Acc* c, int64_t ldc) {
+CFA_CPU_INLINE void matmul_add(int m, int n, int k, const Acc* a, int64_t a_row, int64_t a_col, const Acc* b,
+                               int64_t ldb, Acc* c, int64_t ldc) {
   using V = typename VecOf<Acc, Isa::kVecBytes>::type;
   constexpr int R = Isa::kTileRows, L = Isa::kVecBytes / int(sizeof(Acc));
   for (int i0 = 0; i0 < m; i0 += R)
@@ -86,7 +92,7 @@ struct ExpTraits<float> {
 };
 
 template <typename Acc>
-inline Acc exp_lane(Acc x) {
+CFA_CPU_INLINE Acc exp_lane(Acc x) {
   using E = ExpTraits<Acc>;
   using Bits = typename E::Bits;
   constexpr auto coef = [] {  // 1 / n!
@@ -100,7 +106,8 @@ inline Acc exp_lane(Acc x) {
   Acc poly = coef[E::kDegree];
   for (int n = E::kDegree - 1; n >= 0; --n) poly = poly * r + coef[n];
   // Shifting t's bits leaves k (two's complement) in the exponent field; the bias makes it 2^k.
-  const Acc scale = std::bit_cast<Acc>(Bits((std::bit_cast<Bits>(t) << E::kMantissa) + (Bits(E::kBias) << E::kMantissa)));
+  const Bits k_bits = std::bit_cast<Bits>(t) << E::kMantissa;
+  const Acc scale = std::bit_cast<Acc>(Bits(k_bits + (Bits(E::kBias) << E::kMantissa)));
   // Outside [kLow, kHigh] k overflows the exponent field and y is garbage: the selects replace it.
   // (Clamping x first instead let gcc fold the clamped paths into constants and stop vectorising.)
   Acc y = poly * scale;
@@ -109,13 +116,13 @@ inline Acc exp_lane(Acc x) {
 }
 
 template <typename Acc>
-inline void exp_inplace(Acc* x, int n) {
+CFA_CPU_INLINE void exp_inplace(Acc* x, int n) {
   for (int i = 0; i < n; ++i) x[i] = exp_lane(x[i]);
 }
 
 // dst (n x D, row stride ld) = src rows (n of D elements, row stride src_row) * scale, converted.
 template <typename T, typename Acc>
-inline void stage_rows(const T* src, int64_t src_row, int n, int D, Acc scale, Acc* dst, int ld) {
+CFA_CPU_INLINE void stage_rows(const T* src, int64_t src_row, int n, int D, Acc scale, Acc* dst, int ld) {
   for (int r = 0; r < n; ++r)
     for (int d = 0; d < D; ++d) dst[r * ld + d] = Acc(src[r * src_row + d]) * scale;
 }
@@ -123,7 +130,7 @@ inline void stage_rows(const T* src, int64_t src_row, int n, int D, Acc scale, A
 // dst (D x n, row stride ld) = the transpose of src rows (n of D elements, row stride src_row) * scale,
 // in 8 x 8 blocks: a row at a time, the stores went to D lines 8 * ld bytes apart (~6x slower).
 template <typename T, typename Acc>
-inline void stage_transposed(const T* src, int64_t src_row, int n, int D, Acc scale, Acc* dst, int ld) {
+CFA_CPU_INLINE void stage_transposed(const T* src, int64_t src_row, int n, int D, Acc scale, Acc* dst, int ld) {
   constexpr int B = 8;
   for (int r0 = 0; r0 < n; r0 += B)
     for (int d0 = 0; d0 < D; d0 += B)

@@ -48,7 +48,7 @@ struct KeyBlock {
         k(size_t(kN) * dim) {}
 
   template <typename T>
-  void load(const BwdParams& p, int b, const Sequence& s, int kv_head, int n0, int cols) {
+  CFA_CPU_INLINE void load(const BwdParams& p, int b, const Sequence& s, int kv_head, int n0, int cols) {
     const auto slabs = p.kv_slabs<T>(b, kv_head, s);
     if (cols < kN)
       for (std::vector<Acc>* buf : {&kt, &vt, &k}) std::fill(buf->begin(), buf->end(), Acc(0));
@@ -73,7 +73,7 @@ struct QueryBlock {
       : D(head_dim), dim(round_up(head_dim, kTileCols<Acc, Isa>)), q(size_t(kM) * dim), dout(size_t(kM) * dim) {}
 
   template <typename T>
-  void load(const BwdParams& p, int b, int h, const Sequence& s, int m0, int n) {
+  CFA_CPU_INLINE void load(const BwdParams& p, int b, int h, const Sequence& s, int m0, int n) {
     const auto slabs = p.query_slabs<T>(b, h, s);
     if (n < kM) {
       std::fill(q.begin(), q.end(), Acc(0));
@@ -96,8 +96,8 @@ struct QueryBlock {
 // and dS = P (dP - D) S'', S' the logit and S'' its derivative (1 without softcap); 0 where a row
 // does not see a key, and in rows without a gradient.
 template <typename Acc, typename Isa>
-void probs_and_grads(const CpuScores<Acc>& scores, const QueryBlock<Acc, Isa>& qb, int m0, int n0, int cols,
-                     Acc* s, Acc* dp) {
+CFA_CPU_INLINE void probs_and_grads(const CpuScores<Acc>& scores, const QueryBlock<Acc, Isa>& qb, int m0, int n0,
+                                    int cols, Acc* s, Acc* dp) {
   const Acc neg_inf = -std::numeric_limits<Acc>::infinity();
   const bool transform = scores.softcap > 0 || scores.slope != 0;
   std::array<Acc, kN> grad;
@@ -118,8 +118,8 @@ void probs_and_grads(const CpuScores<Acc>& scores, const QueryBlock<Acc, Isa>& q
 
 // S and dP of a query block against a key block (kM x kN each), then P and dS in their place.
 template <typename Acc, typename Isa>
-void scores_and_grads(const CpuScores<Acc>& scores, const QueryBlock<Acc, Isa>& qb, const KeyBlock<Acc, Isa>& kb,
-                      int m0, int n0, int cols, Acc* s, Acc* dp) {
+CFA_CPU_INLINE void scores_and_grads(const CpuScores<Acc>& scores, const QueryBlock<Acc, Isa>& qb,
+                                     const KeyBlock<Acc, Isa>& kb, int m0, int n0, int cols, Acc* s, Acc* dp) {
   const int m = round_up(qb.rows, Isa::kTileRows);
   std::fill(s, s + kM * kN, Acc(0));
   std::fill(dp, dp + kM * kN, Acc(0));
@@ -147,7 +147,7 @@ void preprocess(const BwdParams& p) {
 }
 
 template <typename T, typename Acc>
-void store_rows(const Acc* src, int ld, int rows, int D, T* dst, int64_t dst_row) {
+CFA_CPU_INLINE void store_rows(const Acc* src, int ld, int rows, int D, T* dst, int64_t dst_row) {
   for (int r = 0; r < rows; ++r)
     for (int x = 0; x < D; ++x) dst[r * dst_row + x] = T(src[r * ld + x]);
 }
@@ -155,7 +155,7 @@ void store_rows(const Acc* src, int ld, int rows, int D, T* dst, int64_t dst_row
 // Main pass: dK and dV of one key block from every query row of its group's heads that sees it,
 // kM rows at a time.
 template <typename T, typename Acc, typename Isa>
-void kv_block(const BwdParams& p, const KvTile& t) {
+CFA_CPU_INLINE void kv_block(const BwdParams& p, const KvTile& t) {
   const Sequence s = p.sequence(t.batch);
   const int n0 = t.n_block * p.block_n;
   const int cols = std::min(p.block_n, s.len_k - n0);
@@ -187,7 +187,7 @@ void kv_block(const BwdParams& p, const KvTile& t) {
 
 // dQ of one forward tile (sequence, q_head, m_block): keys streamed in order.
 template <typename T, typename Acc, typename Isa>
-void dq_tile(const BwdParams& p, const Tile& t) {
+CFA_CPU_INLINE void dq_tile(const BwdParams& p, const Tile& t) {
   const Sequence s = p.sequence(t.batch);
   const int m0 = t.m_block * p.block_m;
   const int rows = std::min(p.block_m, s.len_q - m0);

@@ -52,7 +52,7 @@ struct FwdTile {
 // Scores of the keys [n0, n0 + cols) as the rows [m0, m0 + rows) see them: logits where a row sees
 // the key, -inf elsewhere (and in the padding lanes).
 template <typename Acc>
-void mask_scores(const CpuScores<Acc>& scores, int m0, int rows, int n0, int cols, Acc* st) {
+CFA_CPU_INLINE void mask_scores(const CpuScores<Acc>& scores, int m0, int rows, int n0, int cols, Acc* st) {
   const Acc neg_inf = -std::numeric_limits<Acc>::infinity();
   const bool transform = scores.softcap > 0 || scores.slope != 0;
   for (int c = 0; c < cols; ++c) {
@@ -70,7 +70,7 @@ void mask_scores(const CpuScores<Acc>& scores, int m0, int rows, int n0, int col
 // probabilities against each row's new running max, and t.alpha the factor that rescales what a
 // row has accumulated. A row that sees no key of the block keeps its max and sum (alpha 1).
 template <typename Acc, typename Isa>
-void softmax_block(FwdTile<Acc, Isa>& t, int cols) {
+CFA_CPU_INLINE void softmax_block(FwdTile<Acc, Isa>& t, int cols) {
   std::array<Acc, kM> new_max = t.row_max;
   for (int c = 0; c < cols; ++c)
     for (int r = 0; r < kM; ++r) {
@@ -97,8 +97,8 @@ void softmax_block(FwdTile<Acc, Isa>& t, int cols) {
 }
 
 template <typename T, typename Acc>
-void write_tile(const FwdParams& p, const FwdParams::HeadSlabs<T>& slabs, int m0, int rows, const Acc* acc, int ld,
-                const Acc* row_max, const Acc* row_sum) {
+CFA_CPU_INLINE void write_tile(const FwdParams& p, const FwdParams::HeadSlabs<T>& slabs, int m0, int rows,
+                               const Acc* acc, int ld, const Acc* row_max, const Acc* row_sum) {
   for (int r = 0; r < rows; ++r) {
     const bool empty = row_sum[r] == Acc(0);  // fully masked row
     const Acc inv = empty ? Acc(0) : Acc(1) / row_sum[r];
@@ -109,7 +109,7 @@ void write_tile(const FwdParams& p, const FwdParams::HeadSlabs<T>& slabs, int m0
 }
 
 template <typename T, typename Acc, typename Isa>
-void fwd_tile(const FwdParams& p, const Tile& tile) {
+CFA_CPU_INLINE void fwd_tile(const FwdParams& p, const Tile& tile) {
   const Sequence seq = p.sequence(tile.batch);
   const int m0 = tile.m_block * p.block_m;
   const int rows = std::min(p.block_m, seq.len_q - m0);

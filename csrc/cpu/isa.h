@@ -13,8 +13,9 @@ enum class CpuIsa { kBase, kAvx2, kAvx512 };
 CpuIsa cpu_isa();
 
 #if defined(__x86_64__)
-// flatten inlines everything body calls into these, so the kernel's loops are compiled for their
-// target; helpers shared with the baseline code stay baseline wherever they are not inlined.
+// flatten inlines body into these (and the kernel functions are CFA_CPU_INLINE), so the kernel's
+// loops are compiled for their target; helpers shared with the baseline code, where not inlined,
+// stay baseline.
 template <typename Body>
 __attribute__((target("avx512f,avx2,fma"), flatten)) void on_avx512(const Body& body) {
   body(IsaAvx512{});
