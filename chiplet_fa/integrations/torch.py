@@ -16,13 +16,13 @@ _flash_attention_forward_no_dropout_inplace and _flash_attention_backward (varle
 torch's contracts: the (B, H, N, D) layout of the SDPA ops with the output a transposed view of a
 (B, N, H, D) buffer, lse (B, H, N) or (H, T) packed in float32 (float64 for float64 inputs), rng
 state and philox outputs as zero tensors, an empty debug mask. Dense and packed (cum_seq_q/k)
-batches, GQA, scale, windows and ALiBi (forward) are served. is_causal on these ops aligns the mask to the bottom-right corner when
-N_q != N_k, as torch's own flash kernel does (torch/nn/attention/bias.py calls it with
-is_causal=True for CausalVariant.LOWER_RIGHT); SDPA itself routes a causal call with N_q != N_k to
-another backend. What chiplet_fa cannot serve goes, with no error, to the kernel registered before
-activation: dropout, a debug mask, seqused_k, block_table, ALiBi slopes of another dtype, dtypes and
-head dims this build's kernels lack, tensors on another device. `served` and `fallbacks` count
-what went where.
+batches, GQA, scale, windows and ALiBi (forward) are served. is_causal on these ops aligns the mask
+to the bottom-right corner when N_q != N_k, as torch's own flash kernel does
+(torch/nn/attention/bias.py calls it with is_causal=True for CausalVariant.LOWER_RIGHT); SDPA itself
+routes a causal call with N_q != N_k to another backend. What chiplet_fa cannot serve goes, with no
+error, to the kernel registered before activation: dropout, a debug mask, seqused_k, block_table,
+ALiBi slopes of another dtype, dtypes and head dims this build's kernels lack, tensors on another
+device. `served` and `fallbacks` count what went where.
 """
 import collections
 import contextlib
