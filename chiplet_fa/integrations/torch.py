@@ -157,44 +157,38 @@ def _backward(dout, q, k, v, out, lse, cu_q, cu_k, max_q, max_k, causal, scale, 
                                            deterministic=deterministic)
 
 
-# --- the aten ops (torch's schemas; `previous` is the kernel registered before activation) ---
+# --- the aten ops (torch's schemas). An implementation checks first and raises _Unsupported
+# before any work; _bind then hands the call, as it came, to the kernel registered before. ---
 
-def _flash_forward(previous, keyset, query, key, value, cum_seq_q, cum_seq_k, max_q, max_k, dropout_p, is_causal,
-                   return_debug_mask, *, scale=None, window_size_left=None, window_size_right=None, seqused_k=None,
-                   alibi_slopes=None, block_table=None, num_splits=None):
-    why = _unsupported("fwd", (query, key, value), dropout_p, debug_mask=return_debug_mask, seqused_k=seqused_k,
-                       block_table=block_table)
-    if why is None and alibi_slopes is not None and alibi_slopes.dtype != torch.float32:
-        why = "alibi_slopes dtype"
+class _Unsupported(Exception):
+    """Why chiplet_fa cannot serve a call."""
+
+
+def _refuse(why: Optional[str]) -> None:
     if why:
-        return _fall_back(previous, keyset, "_flash_attention_forward", why, query, key, value, cum_seq_q, cum_seq_k,
-                          max_q, max_k, dropout_p, is_causal, return_debug_mask, scale=scale,
-                          window_size_left=window_size_left, window_size_right=window_size_right,
-                          seqused_k=seqused_k, alibi_slopes=alibi_slopes, block_table=block_table,
-                          num_splits=num_splits)
-    served["_flash_attention_forward"] += 1
+        raise _Unsupported(why)
+
+
+def _refuse_forward(tensors, dropout_p, return_debug_mask, seqused_k, block_table, alibi_slopes) -> None:
+    _refuse(_unsupported("fwd", tensors, dropout_p, debug_mask=return_debug_mask, seqused_k=seqused_k,
+                         block_table=block_table))
+    _refuse("alibi_slopes dtype" if alibi_slopes is not None and alibi_slopes.dtype != torch.float32 else None)
+
+
+def _flash_forward(query, key, value, cum_seq_q, cum_seq_k, max_q, max_k, dropout_p, is_causal, return_debug_mask,
+                   *, scale=None, window_size_left=None, window_size_right=None, seqused_k=None, alibi_slopes=None,
+                   block_table=None, num_splits=None):
+    _refuse_forward((query, key, value), dropout_p, return_debug_mask, seqused_k, block_table, alibi_slopes)
     out, lse = _forward(query, key, value, cum_seq_q, cum_seq_k, max_q, max_k, is_causal, scale,
                         _window(window_size_left), _window(window_size_right), alibi_slopes)
     return (out, lse, *_aux(query))
 
 
-def _flash_forward_inplace(previous, keyset, out, query, key, value, cum_seq_q, cum_seq_k, max_q, max_k, dropout_p,
-                           is_causal, return_debug_mask, *, scale=None, window_size_left=None,
-                           window_size_right=None, seqused_k=None, alibi_slopes=None, block_table=None,
-                           num_splits=None):
-    why = _unsupported("fwd", (query, key, value, out), dropout_p, debug_mask=return_debug_mask,
-                       seqused_k=seqused_k, block_table=block_table)
-    if why is None and (out.size(-1) > 1 and out.stride(-1) != 1):
-        why = "out's last dimension strided"
-    if why is None and alibi_slopes is not None and alibi_slopes.dtype != torch.float32:
-        why = "alibi_slopes dtype"
-    if why:
-        return _fall_back(previous, keyset, "_flash_attention_forward_no_dropout_inplace", why, out, query, key, value,
-                          cum_seq_q, cum_seq_k, max_q, max_k, dropout_p, is_causal, return_debug_mask, scale=scale,
-                          window_size_left=window_size_left, window_size_right=window_size_right,
-                          seqused_k=seqused_k, alibi_slopes=alibi_slopes, block_table=block_table,
-                          num_splits=num_splits)
-    served["_flash_attention_forward_no_dropout_inplace"] += 1
+def _flash_forward_inplace(out, query, key, value, cum_seq_q, cum_seq_k, max_q, max_k, dropout_p, is_causal,
+                           return_debug_mask, *, scale=None, window_size_left=None, window_size_right=None,
+                           seqused_k=None, alibi_slopes=None, block_table=None, num_splits=None):
+    _refuse_forward((query, key, value, out), dropout_p, return_debug_mask, seqused_k, block_table, alibi_slopes)
+    _refuse("out's last dimension strided" if out.size(-1) > 1 and out.stride(-1) != 1 else None)
     return _forward(query, key, value, cum_seq_q, cum_seq_k, max_q, max_k, is_causal, scale,
                     _window(window_size_left), _window(window_size_right), alibi_slopes, out=out)[1]
 
@@ -206,16 +200,10 @@ def _lse_layout(q: torch.Tensor, lse: torch.Tensor, packed: bool) -> Optional[st
     return None if lse.dtype == dtype and tuple(lse.shape) == shape else "logsumexp from another kernel"
 
 
-def _flash_backward(previous, keyset, grad_out, query, key, value, out, logsumexp, cum_seq_q, cum_seq_k, max_q, max_k,
-                    dropout_p, is_causal, rng_state, unused, *, scale=None, window_size_left=None,
-                    window_size_right=None):
-    why = _unsupported("bwd", (query, key, value, grad_out, out), dropout_p)
-    why = why or _lse_layout(query, logsumexp, cum_seq_q is not None)
-    if why:
-        return _fall_back(previous, keyset, "_flash_attention_backward", why, grad_out, query, key, value, out,
-                          logsumexp, cum_seq_q, cum_seq_k, max_q, max_k, dropout_p, is_causal, rng_state, unused,
-                          scale=scale, window_size_left=window_size_left, window_size_right=window_size_right)
-    served["_flash_attention_backward"] += 1
+def _flash_backward(grad_out, query, key, value, out, logsumexp, cum_seq_q, cum_seq_k, max_q, max_k, dropout_p,
+                    is_causal, rng_state, unused, *, scale=None, window_size_left=None, window_size_right=None):
+    _refuse(_unsupported("bwd", (query, key, value, grad_out, out), dropout_p))
+    _refuse(_lse_layout(query, logsumexp, cum_seq_q is not None))
     return _backward(grad_out, query, key, value, out, logsumexp, cum_seq_q, cum_seq_k, max_q, max_k, is_causal, scale,
                      _window(window_size_left), _window(window_size_right))
 
@@ -225,70 +213,42 @@ def _bnhd(*tensors):
     return tuple(t.transpose(1, 2) for t in tensors)
 
 
-def _sdpa_flash(previous, keyset, query, key, value, dropout_p=0.0, is_causal=False, return_debug_mask=False, *,
-                scale=None):
-    why = _unsupported("fwd", (query, key, value), dropout_p, debug_mask=return_debug_mask)
-    if why is None and query.dim() != 4:
-        why = "not 4-D"
-    if why:
-        return _fall_back(previous, keyset, "_scaled_dot_product_flash_attention", why, query, key, value, dropout_p,
-                          is_causal, return_debug_mask, scale=scale)
-    served["_scaled_dot_product_flash_attention"] += 1
-    q, k, v = _bnhd(query, key, value)
-    out, lse = _forward(q, k, v, None, None, 0, 0, is_causal, scale, -1, -1, None)
+def _sdpa_flash(query, key, value, dropout_p=0.0, is_causal=False, return_debug_mask=False, *, scale=None):
+    _refuse(_unsupported("fwd", (query, key, value), dropout_p, debug_mask=return_debug_mask))
+    _refuse("not 4-D" if query.dim() != 4 else None)
+    out, lse = _forward(*_bnhd(query, key, value), None, None, 0, 0, is_causal, scale, -1, -1, None)
     rng_state, philox_offset, debug_mask = _aux(query)
     return (out.transpose(1, 2), lse, None, None, query.size(2), key.size(2), rng_state, philox_offset, debug_mask)
 
 
-def _sdpa_flash_backward(previous, keyset, grad_out, query, key, value, out, logsumexp, cum_seq_q, cum_seq_k, max_q,
-                         max_k, dropout_p, is_causal, philox_seed, philox_offset, *, scale=None):
-    why = _unsupported("bwd", (query, key, value, grad_out, out), dropout_p)
-    why = why or _lse_layout(query.transpose(1, 2), logsumexp, False)
-    if why:
-        return _fall_back(previous, keyset, "_scaled_dot_product_flash_attention_backward", why, grad_out, query, key,
-                          value, out, logsumexp, cum_seq_q, cum_seq_k, max_q, max_k, dropout_p, is_causal,
-                          philox_seed, philox_offset, scale=scale)
-    served["_scaled_dot_product_flash_attention_backward"] += 1
+def _sdpa_flash_backward(grad_out, query, key, value, out, logsumexp, cum_seq_q, cum_seq_k, max_q, max_k, dropout_p,
+                         is_causal, philox_seed, philox_offset, *, scale=None):
+    _refuse(_unsupported("bwd", (query, key, value, grad_out, out), dropout_p))
+    _refuse(_lse_layout(query.transpose(1, 2), logsumexp, False))
     grads = _backward(*_bnhd(grad_out, query, key, value, out), logsumexp, None, None, 0, 0, is_causal, scale, -1, -1)
     return _bnhd(*grads)
 
 
-def _sdpa_flash_cpu(previous, keyset, query, key, value, dropout_p=0.0, is_causal=False, *, attn_mask=None,
-                    scale=None):
-    # F.scaled_dot_product_attention's own CPU choice; its is_causal is top-left.
-    why = _unsupported("fwd", (query, key, value), dropout_p, attn_mask=attn_mask)
-    if why is None and is_causal and query.size(-2) != key.size(-2):
-        why = "top-left causal with N_q != N_k"
-    if why is None and query.dim() != 4:
-        why = "not 4-D"
-    if why:
-        return _fall_back(previous, keyset, "_scaled_dot_product_flash_attention_for_cpu", why, query, key, value,
-                          dropout_p, is_causal, attn_mask=attn_mask, scale=scale)
-    served["_scaled_dot_product_flash_attention_for_cpu"] += 1
+def _refuse_top_left(query, key, is_causal) -> None:
+    # F.scaled_dot_product_attention's own CPU op: its is_causal is top-left.
+    _refuse("top-left causal with N_q != N_k" if is_causal and query.size(-2) != key.size(-2) else None)
+
+
+def _sdpa_flash_cpu(query, key, value, dropout_p=0.0, is_causal=False, *, attn_mask=None, scale=None):
+    _refuse(_unsupported("fwd", (query, key, value), dropout_p, attn_mask=attn_mask))
+    _refuse_top_left(query, key, is_causal)
+    _refuse("not 4-D" if query.dim() != 4 else None)
     out, lse = _forward(*_bnhd(query, key, value), None, None, 0, 0, is_causal, scale, -1, -1, None)
     return out.transpose(1, 2), lse
 
 
-def _sdpa_flash_cpu_backward(previous, keyset, grad_out, query, key, value, out, logsumexp, dropout_p, is_causal, *,
-                             attn_mask=None, scale=None):
-    why = _unsupported("bwd", (query, key, value, grad_out, out), dropout_p, attn_mask=attn_mask)
-    if why is None and is_causal and query.size(-2) != key.size(-2):
-        why = "top-left causal with N_q != N_k"
-    why = why or _lse_layout(query.transpose(1, 2), logsumexp, False)
-    if why:
-        return _fall_back(previous, keyset, "_scaled_dot_product_flash_attention_for_cpu_backward", why, grad_out,
-                          query, key, value, out, logsumexp, dropout_p, is_causal, attn_mask=attn_mask, scale=scale)
-    served["_scaled_dot_product_flash_attention_for_cpu_backward"] += 1
+def _sdpa_flash_cpu_backward(grad_out, query, key, value, out, logsumexp, dropout_p, is_causal, *, attn_mask=None,
+                             scale=None):
+    _refuse(_unsupported("bwd", (query, key, value, grad_out, out), dropout_p, attn_mask=attn_mask))
+    _refuse_top_left(query, key, is_causal)
+    _refuse(_lse_layout(query.transpose(1, 2), logsumexp, False))
     grads = _backward(*_bnhd(grad_out, query, key, value, out), logsumexp, None, None, 0, 0, is_causal, scale, -1, -1)
     return _bnhd(*grads)
-
-
-def _fall_back(previous, keyset, op: str, why: str, *args, **kwargs):
-    fallbacks[(op, why)] += 1
-    if previous is None:
-        raise RuntimeError(f"chiplet_fa cannot serve aten::{op} ({why}) and torch {torch.__version__} cannot hand "
-                           "the call back to its own kernel (torch.library.get_kernel, torch >= 2.9)")
-    return previous.call_boxed(keyset, *args, **kwargs)
 
 
 # op -> (implementation, the keys it is registered on)
@@ -319,13 +279,24 @@ def _register() -> _Handle:
         for op, (impl, keys) in _OPS.items():
             for key in DISPATCH_KEYS:
                 if key in keys and hasattr(torch.ops.aten, op):
-                    library.impl(op, _bind(impl, _previous_kernel(op, key)), key, with_keyset=True)
+                    library.impl(op, _bind(op, impl, _previous_kernel(op, key)), key, with_keyset=True)
     return _Handle(library)
 
 
-def _bind(impl, previous):
+def _bind(op: str, impl, previous):
+    """The kernel registered for `op`: impl, or the previous kernel for what impl refuses."""
     def kernel(keyset, *args, **kwargs):
-        return impl(previous, keyset, *args, **kwargs)
+        try:
+            result = impl(*args, **kwargs)
+        except _Unsupported as why:
+            fallbacks[(op, str(why))] += 1
+            if previous is None:
+                raise RuntimeError(f"chiplet_fa cannot serve aten::{op} ({why}) and torch {torch.__version__} "
+                                   "cannot hand the call back to its own kernel (torch.library.get_kernel, "
+                                   "torch >= 2.9)") from None
+            return previous.call_boxed(keyset, *args, **kwargs)
+        served[op] += 1
+        return result
     return kernel
 
 
