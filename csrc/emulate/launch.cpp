@@ -61,7 +61,7 @@ void run_grid(const Launch& launch) {
   std::mutex error_mutex;
   auto worker = [&] {
     std::unique_ptr<Workgroup> runner = Workgroup::acquire();
-    for (int64_t id; !failed.load() && (id = next++) < l.grid;) {
+    for (int64_t id; !failed.load() && (id = next++) < l.grid();) {
       try {
         runner->run(l, id);
       } catch (...) {
@@ -71,7 +71,7 @@ void run_grid(const Launch& launch) {
     }
     Workgroup::release(std::move(runner));
   };
-  const int64_t threads = std::max<int64_t>(1, std::min<int64_t>(at::get_num_threads(), l.grid));
+  const int64_t threads = std::max<int64_t>(1, std::min<int64_t>(at::get_num_threads(), l.grid()));
   std::vector<std::thread> helpers;
   for (int64_t i = 1; i < threads; ++i) helpers.emplace_back(worker);
   worker();

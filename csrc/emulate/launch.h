@@ -24,15 +24,18 @@ constexpr int64_t kMaxGridX = (int64_t(1) << 31) - 1, kMaxGridYZ = 65535;
 struct Launch {
   const char* where;  // the function that launched (its __PRETTY_FUNCTION__)
   const char* what;   // the kernel expression as written
-  int64_t grid;       // workgroups: grid_x * grid.y, numbered x fastest as the dispatcher deals them
-  int64_t grid_x;     // the grid's x extent (blockIdx.x = id % grid_x, blockIdx.y = id / grid_x)
-  int block;          // work-items per workgroup
   unsigned grid_dims[3], block_dims[3];  // as the launch asked for them, checked against the limits
   size_t lds_bytes;   // dynamic LDS per workgroup
   void (*body)(const void* call);  // runs the kernel for the calling work-item
   const void* call;
   std::vector<Region> regions;  // readable through the copy path; empty: unchecked
   int trace_slot = -1;          // set by run_grid while a trace session is open (trace.h)
+
+  // Workgroups, numbered x fastest as the dispatcher deals them (blockIdx.x = id % grid_x(),
+  // blockIdx.y = id / grid_x()), and work-items per workgroup (1-D, run_grid checks).
+  int64_t grid() const { return int64_t(grid_dims[0]) * grid_dims[1]; }
+  int64_t grid_x() const { return grid_dims[0]; }
+  int block() const { return int(block_dims[0]); }
 };
 
 // Runs the whole grid; throws std::runtime_error naming the kernel, workgroup and threads when
@@ -56,8 +59,7 @@ void launch(const char* where, const char* what, void (*kernel)(Params...), cons
     std::tuple<std::decay_t<Params>...> args;
   };
   const Call call{kernel, {std::forward<Args>(args)...}};
-  Launch l{where, what, int64_t(grid.x) * grid.y, int64_t(grid.x), int(block.x),
-           {grid.x, grid.y, grid.z}, {block.x, block.y, block.z}, lds_bytes,
+  Launch l{where, what, {grid.x, grid.y, grid.z}, {block.x, block.y, block.z}, lds_bytes,
            [](const void* c) {
              const Call& self = *static_cast<const Call*>(c);
              std::apply(self.kernel, self.args);

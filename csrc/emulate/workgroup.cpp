@@ -84,18 +84,18 @@ void Workgroup::run(const Launch& launch, int64_t id) {
   error_.clear();
   trace_.clear();
   std::memset(lds_, kLdsPoison, kLdsBytes);
-  while (int(threads_.size()) < launch.block) threads_.push_back(std::make_unique<Thread>());
-  for (int t = 0; t < launch.block; ++t) {
+  while (int(threads_.size()) < launch.block()) threads_.push_back(std::make_unique<Thread>());
+  for (int t = 0; t < launch.block(); ++t) {
     Thread& th = *threads_[size_t(t)];
     th.fiber.start(&Workgroup::thread_main, nullptr);
     th.state = State::kReady;
     th.barriers = 0;
   }
-  const int n_waves = (launch.block + kWaveSize - 1) / kWaveSize;
+  const int n_waves = (launch.block() + kWaveSize - 1) / kWaveSize;
   while (int(waves_.size()) < n_waves) waves_.push_back(std::make_unique<Wave>());
   for (int w = 0; w < n_waves; ++w) {
     Wave& wave = *waves_[size_t(w)];
-    wave.lanes = std::min(kWaveSize, launch.block - w * kWaveSize);
+    wave.lanes = std::min(kWaveSize, launch.block() - w * kWaveSize);
     wave.exchange[0].arrived = wave.exchange[1].arrived = 0;
     std::memset(wave.next, 0, sizeof(wave.next));
   }
@@ -133,7 +133,7 @@ void Workgroup::visit_order(std::vector<int>& order, int64_t pass) const {
 // Round-robin passes over the threads, each run until it blocks or returns. A pass that runs
 // nobody while some thread has not returned is a deadlock.
 void Workgroup::schedule() {
-  const int n = launch_->block;
+  const int n = launch_->block();
   int done = 0;
   std::vector<int> order(static_cast<size_t>(n));
   for (int64_t pass = 0; done < n; ++pass) {
@@ -165,9 +165,9 @@ void Workgroup::suspend_running(State state) {
 
 void Workgroup::barrier() {
   Thread& self = *threads_[size_t(running_)];
-  if (++barrier_arrived_ == launch_->block) {
+  if (++barrier_arrived_ == launch_->block()) {
     barrier_arrived_ = 0;
-    for (int t = 0; t < launch_->block; ++t)
+    for (int t = 0; t < launch_->block(); ++t)
       if (threads_[size_t(t)]->state == State::kBarrier) threads_[size_t(t)]->state = State::kReady;
   } else {
     suspend_running(State::kBarrier);
@@ -218,7 +218,7 @@ std::string Workgroup::deadlock_report() const {
   std::ostringstream s;
   s << where(-1) << ": deadlock: no thread can run, and not all have returned (a barrier or wave operation "
     << "that some threads never reach: an early return or divergent control flow). ";
-  const int n = launch_->block;
+  const int n = launch_->block();
   for (int begin = 0; begin < n;) {
     const std::string what = describe(begin);
     int end = begin + 1;
@@ -240,7 +240,7 @@ namespace chiplet_fa::emu {
 dim3 thread_idx() { return dim3(unsigned(Workgroup::current().thread_id()), 0, 0); }
 dim3 block_idx() {
   const Workgroup& w = Workgroup::current();
-  const int64_t x = w.launch().grid_x;
+  const int64_t x = w.launch().grid_x();
   return dim3(unsigned(w.block_id() % x), unsigned(w.block_id() / x), 0);
 }
 dim3 block_dim() { return dim3(unsigned(Workgroup::current().block_dim())); }

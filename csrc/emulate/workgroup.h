@@ -60,7 +60,7 @@ class Workgroup {
   // --- called on a fiber, by the kernel's work-items ---
   int thread_id() const { return running_; }
   int64_t block_id() const { return id_; }
-  int block_dim() const { return launch_->block; }
+  int block_dim() const { return launch_->block(); }
   unsigned char* lds() { return lds_; }
   const Launch& launch() const { return *launch_; }
   TraceBuffer& trace() { return trace_; }
