@@ -81,7 +81,7 @@ put_in() {
   for q in "$@"; do apply_patch "$q" || { take_out "${done_[@]}"; return 1; }; done_+=("$q"); done
 }
 
-# (the device tool brings back names of letters, digits, '.', '_' and '-': '+' becomes '_')
+# (archive names keep to letters, digits, '.', '_' and '-', which any file transfer takes: '+' becomes '_')
 # A variant's kept package (a build's _C.so) stays behind: the results are its logs and tables.
 pack() { tar czf "$OUT/${1//+/_}.tgz" --exclude=pkg -C "$WORK" "$1"; }
 
@@ -126,6 +126,6 @@ for ((r = 0; r < rounds; r++)); do
 done
 
 python3 bench/ab_table.py "$WORK" | tee "$WORK/ab.md"
-# The device tool returns few files: everything travels in one archive.
+# One archive holds everything, so a transfer that takes few files brings all of it back.
 rm -f "$OUT"/*.tgz && tar czf "$OUT/results.tgz" --exclude=pkg -C "$WORK" . && rm -rf "$WORK"
 exit $status
