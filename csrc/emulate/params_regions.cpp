@@ -32,4 +32,18 @@ void add_regions(std::vector<emu::Region>& regions, const BwdParams& p) {
                            p.do_row_stride, p.do_head_stride));
 }
 
+void add_regions(std::vector<emu::Region>& regions, const DecodeParams& p) {
+  const int64_t row = int64_t(p.num_q_heads) * p.head_dim;  // the rotated copy is dense
+  if (p.rotary_dim > 0)
+    regions.push_back(region("q", p.q_rotated, p.batch, p.seqlen_q, p.num_q_heads, p.head_dim, p.seqlen_q * row, row,
+                             p.head_dim));
+  else
+    regions.push_back(region("q", p.q, p.batch, p.seqlen_q, p.num_q_heads, p.head_dim, p.q_batch_stride,
+                             p.q_row_stride, p.q_head_stride));
+  regions.push_back(region("k_cache", p.k_cache, p.cache_entries, p.cache_rows, p.num_kv_heads, p.head_dim,
+                           p.k_batch_stride, p.k_row_stride, p.k_head_stride));
+  regions.push_back(region("v_cache", p.v_cache, p.cache_entries, p.cache_rows, p.num_kv_heads, p.head_dim,
+                           p.v_batch_stride, p.v_row_stride, p.v_head_stride));
+}
+
 }  // namespace chiplet_fa

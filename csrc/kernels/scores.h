@@ -19,13 +19,16 @@ struct ScoreMod {
   int32_t offset;
   bool softcap;
 
+  // offset: the key on query row 0's diagonal, for ALiBi.
+  CFA_DEVICE ScoreMod(double scale, float cap, float slope, int32_t offset)
+      : scale_log2(float(scale) * float(M_LOG2E)),
+        cap_in(cap > 0.f ? float(scale) / cap : 0.f),
+        cap_out(cap * float(M_LOG2E)),
+        slope_log2(slope * float(M_LOG2E)),
+        offset(offset),
+        softcap(cap > 0.f) {}
   CFA_DEVICE ScoreMod(const FwdParams& p, int32_t b, int32_t q_head, const Sequence& s)
-      : scale_log2(float(p.softmax_scale) * float(M_LOG2E)),
-        cap_in(p.softcap > 0.f ? float(p.softmax_scale) / p.softcap : 0.f),
-        cap_out(p.softcap * float(M_LOG2E)),
-        slope_log2(p.alibi_slope(b, q_head) * float(M_LOG2E)),
-        offset(s.len_k - s.len_q),
-        softcap(p.softcap > 0.f) {}
+      : ScoreMod(p.softmax_scale, p.softcap, p.alibi_slope(b, q_head), s.len_k - s.len_q) {}
 
   // What the online softmax still multiplies logits by: a plain kernel leaves the scores raw
   // (to_logits does nothing), takes row maxima of them and folds scale, subtraction of the max
