@@ -29,4 +29,12 @@ TORCH_LIBRARY(chiplet_fa, m) {
         "Tensor cu_seqlens_q, Tensor cu_seqlens_k, int max_seqlen_q, int max_seqlen_k, "
         "float? softmax_scale=None, bool causal=False, " CFA_MASK_ARGS
         ", str mapping=\"auto\", int num_xcds=-1, bool deterministic=False) -> (Tensor dq, Tensor dk, Tensor dv)");
+  // KV-cache decoding (flash-attention's flash_attn_with_kvcache): k/v, when given, are written into
+  // the caches in place at cache_seqlens before attention reads them; softmax_lse (B, H_q, N_q).
+  m.def("fwd_kvcache(Tensor q, Tensor(a!) k_cache, Tensor(b!) v_cache, Tensor? k=None, Tensor? v=None, "
+        "Tensor? rotary_cos=None, Tensor? rotary_sin=None, Tensor? cache_seqlens=None, Tensor? cache_batch_idx=None, "
+        "Tensor? cache_leftpad=None, Tensor? block_table=None, float? softmax_scale=None, bool causal=False, "
+        "int window_left=-1, int window_right=-1, float softcap=0.0, Tensor? alibi_slopes=None, "
+        "bool rotary_interleaved=True, int num_splits=0, str mapping=\"auto\", int num_xcds=-1) "
+        "-> (Tensor out, Tensor softmax_lse)");
 }
