@@ -150,3 +150,30 @@ def _bwd_varlen_fake(dout, q, k, v, out, softmax_lse, cu_seqlens_q, cu_seqlens_k
                      softmax_scale=None, causal=False, window_left=-1, window_right=-1, softcap=0.0,
                      alibi_slopes=None, mapping="auto", num_xcds=-1, deterministic=False):
     return _grads_fake("chiplet_fa.bwd_varlen", dout, q, k, v, out)
+
+
+@torch.library.register_fake(f"{_LIB}::fwd_kvcache")
+def _fwd_kvcache_fake(q, k_cache, v_cache, k=None, v=None, rotary_cos=None, rotary_sin=None, cache_seqlens=None,
+                      cache_batch_idx=None, cache_leftpad=None, block_table=None, softmax_scale=None, causal=False,
+                      window_left=-1, window_right=-1, softcap=0.0, alibi_slopes=None, rotary_interleaved=True,
+                      num_splits=0, mapping="auto", num_xcds=-1):
+    op = "chiplet_fa.fwd_kvcache"
+    torch._check_value(q.dim() == 4, lambda: f"{op}: q must be 4-D, got {q.dim()}-D")
+    torch._check_value(q.dtype in _DTYPES, lambda: f"{op}: q must be float16, bfloat16, float32 or float64, "
+                       f"got {q.dtype}")
+    for name, t in (("k_cache", k_cache), ("v_cache", v_cache)):
+        torch._check_value(t.dim() == 4, lambda: f"{op}: {name} must be 4-D, got {t.dim()}-D")
+        torch._check_value(t.dtype == q.dtype, lambda: f"{op}: {name} has dtype {t.dtype} but q has {q.dtype}")
+        torch._check_value(t.device == q.device, lambda: f"{op}: {name} is on {t.device} but q is on {q.device}")
+    torch._check_value(v_cache.shape == k_cache.shape, lambda: f"{op}: v_cache must have k_cache's shape "
+                       f"{tuple(k_cache.shape)}, got {tuple(v_cache.shape)}")
+    torch._check_value(k_cache.shape[3] == q.shape[3], lambda: f"{op}: k_cache has head_dim {k_cache.shape[3]} "
+                       f"but q has {q.shape[3]}")
+    torch._check_value(k_cache.shape[2] >= 1 and q.shape[2] % k_cache.shape[2] == 0,
+                       lambda: f"{op}: num_heads of q ({q.shape[2]}) must be a positive multiple of num_heads of "
+                       f"k_cache ({k_cache.shape[2]})")
+    torch._check_value(0 <= num_splits <= 256, lambda: f"{op}: num_splits must be in 0..256 (0: chosen by a "
+                       f"heuristic), got {num_splits}")
+    batch, seqlen_q, num_heads, _ = q.shape
+    _check_options(op, q, batch, softmax_scale, mapping, num_xcds, window_left, window_right, softcap, alibi_slopes)
+    return q.new_empty(q.shape), q.new_empty((batch, num_heads, seqlen_q), dtype=_lse_dtype(q))

@@ -1,7 +1,7 @@
 """flash-attention 2's Python API over chiplet_fa's operators.
 
-The six functions of `flash_attn` (flash_attn_func, flash_attn_varlen_func and their qkv/kv-packed
-forms) with flash-attention 2's argument names, order, defaults and return conventions, so that
+The seven functions of `flash_attn` (flash_attn_func, flash_attn_varlen_func and their qkv/kv-packed
+forms, flash_attn_with_kvcache) with flash-attention 2's argument names, order, defaults and return conventions, so that
 
     from flash_attn import flash_attn_func, flash_attn_varlen_func
 becomes
@@ -12,7 +12,7 @@ and nothing else changes. Two keyword-only arguments follow flash-attention's: `
 
 Differences, all of which raise ValueError naming the argument rather than change results:
   * dropout_p must be 0.0 (no dropout kernels);
-  * block_table (paged KV cache) must be None;
+  * flash_attn_varlen_func's block_table must be None (flash_attn_with_kvcache takes paged caches);
   * arguments torch would convert silently or refuse with its own TypeError are checked first
     (chiplet_fa/_args.py): tensors must be tensors, window sizes and max_seqlen integers in int64,
     softmax_scale and softcap finite numbers.
@@ -30,7 +30,7 @@ import torch
 from . import _args
 
 __all__ = ["flash_attn_func", "flash_attn_varlen_func", "flash_attn_qkvpacked_func", "flash_attn_kvpacked_func",
-           "flash_attn_varlen_qkvpacked_func", "flash_attn_varlen_kvpacked_func"]
+           "flash_attn_varlen_qkvpacked_func", "flash_attn_varlen_kvpacked_func", "flash_attn_with_kvcache"]
 
 
 def _qkv(fn, q, k, v):
@@ -164,3 +164,43 @@ def flash_attn_varlen_kvpacked_func(q, kv, cu_seqlens_q, cu_seqlens_k, max_seqle
     return _varlen("flash_attn_varlen_kvpacked_func", q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
                    max_seqlen_k, dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes, deterministic,
                    return_attn_probs, mapping, num_xcds)
+
+
+def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None, rotary_sin=None,
+                            cache_seqlens=None, cache_batch_idx=None, cache_leftpad=None, block_table=None,
+                            softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0,
+                            rotary_interleaved=True, alibi_slopes=None, num_splits=0, return_softmax_lse=False, *,
+                            mapping: str = "auto", num_xcds: int = -1):
+    """flash_attn.flash_attn_with_kvcache: attention of q (B, N_q, H_q, D) to a KV cache, after
+    appending k/v (B, N_new, H_kv, D) into it in place at cache_seqlens.
+
+    k_cache/v_cache: (B_cache, N_cache, H_kv, D), sequence b in entry cache_batch_idx[b] (default b);
+    or, with block_table (B, max_pages) int32, pages (num_pages, page_size, H_kv, D) with page_size a
+    power of two up to 256, key j of sequence b at block_table[b, j // page_size]. cache_seqlens: int
+    or int32 (B,), the keys each cache holds before the append (default: all of them); the sequence
+    then attends to keys cache_leftpad[b] (default 0) .. cache_seqlens[b] + N_new - 1, with causal and
+    window_size aligned to the bottom-right as in flash_attn_func. rotary_cos/rotary_sin
+    (seqlen_ro, rotary_dim / 2), q's dtype, with k and v: the new keys are rotated at their positions,
+    q at cache_seqlens + i when causal or windowed, else at cache_seqlens; rotary_interleaved pairs
+    dimensions (0, 1), (2, 3), ... (else GPT-NeoX's halves). num_splits: key splits a sequence's
+    cache is read in on the GPU (0: chosen from the grid and the device). Returns out (B, N_q, H_q, D),
+    and softmax_lse (B, H_q, N_q) float32 (float64 for float64 inputs) when return_softmax_lse.
+    No gradient: a decoding step.
+    """
+    fn = "flash_attn_with_kvcache"
+    q, k_cache, v_cache = (_args.tensor(fn, name, t) for name, t in (("q", q), ("k_cache", k_cache),
+                                                                      ("v_cache", v_cache)))
+    if cache_seqlens is not None and not isinstance(cache_seqlens, torch.Tensor):
+        cache_seqlens = torch.full((q.shape[0],), _args.integer(fn, "cache_seqlens", cache_seqlens),
+                                   dtype=torch.int32, device=q.device)
+    left, right = _args.window(fn, window_size)
+    tensors = {name: _args.optional_tensor(fn, name, t) for name, t in (
+        ("k", k), ("v", v), ("rotary_cos", rotary_cos), ("rotary_sin", rotary_sin), ("cache_seqlens", cache_seqlens),
+        ("cache_batch_idx", cache_batch_idx), ("cache_leftpad", cache_leftpad), ("block_table", block_table),
+        ("alibi_slopes", alibi_slopes))}
+    out, lse = torch.ops.chiplet_fa.fwd_kvcache(
+        q, k_cache, v_cache, **tensors, softmax_scale=_args.optional_real(fn, "softmax_scale", softmax_scale),
+        causal=bool(causal), window_left=left, window_right=right, softcap=_args.softcap(fn, softcap),
+        rotary_interleaved=bool(rotary_interleaved), num_splits=_args.integer(fn, "num_splits", num_splits),
+        mapping=_args.mapping(fn, mapping), num_xcds=_args.integer(fn, "num_xcds", num_xcds))
+    return (out, lse) if return_softmax_lse else out
