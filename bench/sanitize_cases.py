@@ -66,15 +66,41 @@ TAIL = [(1, 200, 600, 99, 33, d, False, torch.bfloat16, "head_first") for d in (
 DOMAINS = [(1, 2048, 2048, 16, 16, 128, False, torch.bfloat16, "swizzled_head_first", 133)]
 MANY = [(64, torch.float16, dict(causal=True), tuple((i * 37) % 150 for i in range(300)))]
 
+
+def decode(d, dtype, paged, lens=(0, 37, 300), new=2):
+    """KV-cache decoding: appends (rotated) at cache_seqlens, then split-KV attention and the merge.
+    Paged: three splits under a causal mask. Contiguous: a picked batch entry, left padding, ALiBi
+    (one head a tile), a window and the split heuristic."""
+    b, page = len(lens), 16
+    pages = -(-(max(lens) + new) // page)
+    dev = dict(device="cuda", dtype=dtype)
+    shape = (b * pages + 1, page, 2, d) if paged else (b + 1, pages * page, 2, d)
+    k_cache, v_cache = torch.randn(shape, **dev), torch.randn(shape, **dev)
+    ints = dict(device="cuda", dtype=torch.int32)
+    if paged:
+        kw = dict(block_table=torch.randperm(b * pages + 1, device="cuda")[:b * pages].view(b, pages).int(),
+                  causal=True, num_splits=3)
+    else:
+        kw = dict(cache_batch_idx=torch.arange(1, b + 1, **ints), cache_leftpad=torch.tensor((0, 5, 100), **ints),
+                  alibi_slopes=torch.rand(8, device="cuda"), window_size=(50, 0))
+    angles = torch.rand(pages * page + 8, d // 4, device="cuda")
+    chiplet_fa.flash_attn_with_kvcache(
+        torch.randn(b, 2, 8, d, **dev), k_cache, v_cache, torch.randn(b, new, 2, d, **dev),
+        torch.randn(b, new, 2, d, **dev), rotary_cos=angles.cos().to(dtype), rotary_sin=angles.sin().to(dtype),
+        cache_seqlens=torch.tensor(lens, **ints), **kw)
+
+
+DECODE = [(128, torch.bfloat16, True), (64, torch.float16, False)]
+
 CASES = [(dense, c) for c in DENSE] + [(packed, c) for c in PACKED] + [(dense, c) for c in SPLIT + TAIL]
-CASES += [(dense, c) for c in DOMAINS] + [(packed, c) for c in MANY]
+CASES += [(dense, c) for c in DOMAINS] + [(packed, c) for c in MANY] + [(decode, c) for c in DECODE]
 
 
 def in_build(run, case):
     """Whether the installed build has the case's forward and backward kernels (a reduced build
     leaves some out: those cases are skipped, as the smoke sweep skips them, not failed)."""
     d, dtype = (case[5], case[7]) if run is dense else (case[0], case[1])
-    return built("fwd", dtype, d) and built("bwd", dtype, d)
+    return built("fwd", dtype, d) and (run is decode or built("bwd", dtype, d))
 
 
 if __name__ == "__main__":
