@@ -2,31 +2,27 @@
 goes besides its main kernel (fills, the backward's preprocess and dQ conversion, copies), which
 the TFLOP/s tables of bwd.py and fwd.py cannot say.
 
-  python bench/kernel_times.py --shapes 8,16,16,2048,64 --causal yes --out /tmp/r
-  python bench/kernel_times.py --shapes 8,16,16,2048,64 --causal yes --graph --settle-ms 1000 \
+  python tools/probes/kernel_times.py --shapes 8,16,16,2048,64,causal --out /tmp/r
+  python tools/probes/kernel_times.py --shapes 8,16,16,2048,64,causal --graph --settle-ms 1000 \
       --mappings head_first block_first --direction fwd --out /tmp/r
-Writes kernel_times_<gpu>.md and .json: for each shape and call, each kernel's mean time per call
-and its share of the call's summed kernel time. Eager by default (each call launched from the
-host); --graph profiles replays of a CUDA graph of the calls (bench/timing.py's capture, as fwd.py
-and bwd.py time them), back to back after --settle-ms of untimed replays, and adds the span a call
+Writes kernel_times_<gpu>.json and .md: for each shape and call, each kernel's mean time per call
+and its share of the call's summed kernel time. Shapes: bench/harness.py's grammar. Eager by default
+(each call launched from the host); --graph profiles replays of a CUDA graph of the calls
+(bench/harness.py's capture, as fwd.py and bwd.py time them), back to back after --settle-ms of untimed replays, and adds the span a call
 takes from its first kernel's start to the next call's (kernels and the gaps between them): where
 fwd.py's TFLOP/s and the eager kernel times disagree, it says whether the kernel or what lies
 between kernels takes the difference.
 """
-import argparse
 import sys
 import time
 from collections import defaultdict
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
-from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.profiler import ProfilerActivity, profile
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from clock_log import ClockLog  # noqa: E402
-from timing import _Timer, save_results  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+import harness  # noqa: E402
 
 import chiplet_fa  # noqa: E402,F401  (registers the operators)
 
@@ -64,7 +60,7 @@ def kernel_times(fn, graph=False, settle_ms=0.0, windows=None):
     window is appended to `windows`."""
     windows = [] if windows is None else windows
     if graph:
-        with _Timer(fn, graph=True) as timer:
+        with harness.Timer(fn, graph=True) as timer:
             if timer.graph is not None:  # None: a call too long to capture, or one that cannot be
                 if settle_ms > 0:
                     timer.ms(0.0, min_reps=1, settle_ms=settle_ms)
@@ -81,14 +77,14 @@ def calls(b, hq, hkv, n, d, causal, mappings, direction="both"):
     gen = torch.Generator(device="cuda").manual_seed(0)
     q, k, v = (torch.randn(b, n, h, d, device="cuda", dtype=torch.bfloat16, generator=gen) for h in (hq, hkv, hkv))
     ops = torch.ops.chiplet_fa
-    leaves = [t.transpose(1, 2).detach().requires_grad_() for t in (q, k, v)]
+    leaves = [t.detach().requires_grad_() for t in harness.sdpa_views(q, k, v)]
     # head_first's calls keep their plain names (the earlier tables'); other mappings' are tagged.
     tag = {m: "" if m == "head_first" else f" {m}" for m in mappings}
     fns = {}
     if direction in ("fwd", "both"):
         def cudnn_fwd():
-            with sdpa_kernel(SDPBackend.CUDNN_ATTENTION), torch.no_grad():
-                F.scaled_dot_product_attention(*leaves, is_causal=causal, enable_gqa=hq != hkv)
+            with torch.no_grad():
+                harness.sdpa("sdpa_cudnn", *leaves, causal)
 
         for m in mappings:
             fns["fwd" + tag[m]] = lambda m=m: ops.fwd(q, k, v, None, causal, m, -1)
@@ -96,17 +92,14 @@ def calls(b, hq, hkv, n, d, causal, mappings, direction="both"):
     if direction in ("bwd", "both"):
         dout = torch.randn_like(q)
         out, lse = ops.fwd(q, k, v, None, causal, "head_first", -1)
-        with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
-            ref = F.scaled_dot_product_attention(*leaves, is_causal=causal, enable_gqa=hq != hkv)
+        ref = harness.sdpa("sdpa_cudnn", *leaves, causal)
         for m in mappings:
             fns["bwd" + tag[m]] = lambda m=m: ops.bwd(dout, q, k, v, out, lse, None, causal, m, -1, False)
             fns["bwd det" + tag[m]] = lambda m=m: ops.bwd(dout, q, k, v, out, lse, None, causal, m, -1, True)
         fns["cudnn bwd"] = lambda: torch.autograd.grad(ref, leaves, dout.transpose(1, 2), retain_graph=True)
     if direction == "both":  # bwd.py's forward+backward: which kernel slows when the two run as one call
         def cudnn_fwd_bwd():
-            with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
-                o = F.scaled_dot_product_attention(*leaves, is_causal=causal, enable_gqa=hq != hkv)
-            return torch.autograd.grad(o, leaves, dout.transpose(1, 2))
+            return torch.autograd.grad(harness.sdpa("sdpa_cudnn", *leaves, causal), leaves, dout.transpose(1, 2))
 
         for m in mappings:
             fns["fwd+bwd" + tag[m]] = lambda m=m: ops.bwd(dout, q, k, v, *ops.fwd(q, k, v, None, causal, m, -1),
@@ -115,45 +108,51 @@ def calls(b, hq, hkv, n, d, causal, mappings, direction="both"):
     return fns
 
 
+def markdown(result):
+    """A table per (shape, call): each kernel's time and share, the call's span and SM clock."""
+    how = "CUDA-graph replays, back to back" if result["rows"] and result["rows"][0]["graph"] else "eager calls"
+    lines = [f"# GPU time per kernel of one call ({result['gpu']}, {how})", "", *harness.header_lines(result)]
+    calls = {}
+    for r in result["rows"]:
+        calls.setdefault(tuple(r[k] for k in ("B", "H_q", "H_kv", "N", "D", "causal", "call")), []).append(r)
+    for (b, hq, hkv, n, d, causal, call), kernels in calls.items():
+        total, first = sum(r["us"] for r in kernels), kernels[0]
+        at = (f"; SM clock {first['sm_mhz']:.0f} MHz, {first['watts']:.0f} W" if first["sm_mhz"] is not None else "")
+        lines += [f"{b}x{hq}/{hkv} N={n} D={d} causal={causal} {call}: {total:.1f} us of kernels a call, "
+                  f"{first['span_us']:.1f} us a call from one call's first kernel to the next's{at}", "",
+                  "| kernel | us | share |", "|---|---|---|"]
+        lines += [f"| `{r['kernel'][:110]}` | {r['us']:.1f} | {r['us'] / total:.1%} |" for r in kernels]
+        lines.append("")
+    return "\n".join(lines)
+
+
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--shapes", nargs="+", required=True, help="B,H_q,H_kv,N,D ...")
-    ap.add_argument("--causal", choices=("no", "yes", "both"), default="both")
-    ap.add_argument("--mappings", nargs="+", default=["head_first"],
-                    choices=("block_first", "head_first", "swizzled_block_first", "swizzled_head_first"))
-    ap.add_argument("--direction", choices=("fwd", "bwd", "both"), default="both",
-                    help="only the forward calls (ours under each mapping, cuDNN's), only the backward ones, or both"
-                         " and forward+backward as one call")
-    ap.add_argument("--graph", action="store_true", help="profile CUDA-graph replays, back to back (see above)")
-    ap.add_argument("--settle-ms", type=float, default=0.0, help="with --graph: untimed replays first")
-    ap.add_argument("--out", type=Path, required=True)
-    args = ap.parse_args()
-    rows, lines, windows = [], [], []
-    with ClockLog() as clocks:
-        for shape in args.shapes:
-            b, hq, hkv, n, d = (int(x) for x in shape.split(","))
-            for causal in {"no": [False], "yes": [True], "both": [False, True]}[args.causal]:
-                for call, fn in calls(b, hq, hkv, n, d, causal, args.mappings, args.direction).items():
-                    times, span = kernel_times(fn, args.graph, args.settle_ms, windows)
-                    rows.append(((b, hq, hkv, n, d, causal, call), times, span))
-    table = []
-    for ((b, hq, hkv, n, d, causal, call), times, span), window in zip(rows, windows):
-        total = sum(times.values())
+    def extra(ap):
+        harness.add_shapes_arguments(ap, "-", required=True)
+        ap.add_argument("--mappings", nargs="+", default=["head_first"],
+                        choices=("block_first", "head_first", "swizzled_block_first", "swizzled_head_first"))
+        ap.add_argument("--direction", choices=("fwd", "bwd", "both"), default="both",
+                        help="only the forward calls (ours under each mapping, cuDNN's), only the backward ones, "
+                             "or both and forward+backward as one call")
+        ap.add_argument("--graph", action="store_true", help="profile CUDA-graph replays, back to back (see above)")
+        ap.add_argument("--settle-ms", type=float, default=0.0, help="with --graph: untimed replays first")
+
+    args = harness.gpu_bench_args(__doc__, extra=extra)
+    result = harness.result_header("kernel_times")
+    measured, windows = [], []
+    with harness.ClockLog() as clocks:
+        for run in harness.shape_runs(args):
+            for call, fn in calls(*run, args.mappings, args.direction).items():
+                times, span = kernel_times(fn, args.graph, args.settle_ms, windows)
+                measured.append(((*run, call), times, span))
+    rows = []
+    for ((b, hq, hkv, n, d, causal, call), times, span), window in zip(measured, windows):
         clock = clocks.window([window])
-        at = f"; SM clock {clock[0]:.0f} MHz, {clock[1]:.0f} W over its {clock[2]} samples" if clock else ""
-        lines.append(f"\n{b}x{hq}/{hkv} N={n} D={d} causal={causal} {call}: {total:.1f} us of kernels a call"
-                     f", {span:.1f} us a call from one call's first kernel to the next's{at}\n")
-        lines.append("| kernel | us | share |\n|---|---|---|")
-        for name, us in sorted(times.items(), key=lambda x: -x[1]):
-            lines.append(f"| `{name[:110]}` | {us:.1f} | {us / total:.1%} |")
-            table.append({"B": b, "H_q": hq, "H_kv": hkv, "N": n, "D": d, "causal": causal, "call": call,
-                          "kernel": name, "us": us, "span_us": span, "graph": args.graph,
-                          "sm_mhz": clock[0] if clock else None, "watts": clock[1] if clock else None})
-    how = "CUDA-graph replays, back to back" if args.graph else "eager calls"
-    md, _ = save_results(args.out, "kernel_times", table,
-                         lambda rows, gpu, command: f"# GPU time per kernel of one call ({gpu}, {how})\n\n`{command}`\n"
-                         + "\n".join(lines) + "\n")
-    print(md)
+        rows += [{"B": b, "H_q": hq, "H_kv": hkv, "N": n, "D": d, "causal": causal, "call": call, "kernel": name,
+                  "us": us, "span_us": span, "graph": args.graph, "sm_mhz": clock[0] if clock else None,
+                  "watts": clock[1] if clock else None}
+                 for name, us in sorted(times.items(), key=lambda x: -x[1])]
+    print(harness.save_results(args.out, dict(result, rows=rows), markdown))
 
 
 if __name__ == "__main__":

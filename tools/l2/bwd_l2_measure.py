@@ -1,9 +1,10 @@
 """L2 hit rate and DRAM traffic of the backward's main pass (atomic and deterministic dQ,
 head-first), measured with Nsight Compute.
 
-  python bench/bwd_l2_measure.py --out DIR            # driver: runs ncu on itself
-  python bench/bwd_l2_measure.py --from-csv DIR/bwd_l2_h200_ncu.csv --out DIR
-Writes bwd_l2_h200.md / .json and the raw ncu CSV under --out. One worker process runs each
+  python tools/l2/bwd_l2_measure.py --out DIR            # driver: runs ncu on itself
+  python tools/l2/bwd_l2_measure.py --from-csv DIR/bwd_l2_h200_ncu.csv --tag h200 --out DIR
+Writes bwd_l2_<tag>.json (the tag: the GPU's model unless given), its table (.md) and the raw ncu
+CSV under --out. One worker process runs each
 point's forward and then its backward once; ncu profiles only the main pass (bwd_kv_kernel).
 """
 import argparse
@@ -14,6 +15,8 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+import harness  # noqa: E402
 from l2_measure import METRICS, parse_ncu_csv  # noqa: E402
 
 # (B, H_q, H_kv, N, D, causal): GQA 64/8 causal at 32K, where one KV head's Q/dO/dQ exceed L2
@@ -44,24 +47,28 @@ def worker(points):
         torch.cuda.synchronize()
 
 
-def table(points, kernels, command):
+def measured(points, kernels):
+    """The points with their measured fields (None where ncu reported no kernel for one)."""
     ids = sorted(kernels)
-    lines = ["# Backward main pass: L2 hit rate and DRAM traffic (Nsight Compute), bf16, head_first", "",
-             f"Command: `{command}`", "",
-             "| B | H_q | H_kv | N | D | causal | dQ | L2 hit | DRAM read | kernel ms |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
     rows = []
     for i, p in enumerate(points):
         m = kernels[ids[i]] if i < len(ids) else {}
-        row = dict(p, hit_rate=m.get(METRICS[0]), dram_read_bytes=m.get(METRICS[1]),
-                   time_ms=None if m.get(METRICS[3]) is None else 1e3 * m[METRICS[3]])
-        rows.append(row)
-        f = lambda x, spec, unit="", scale=1: "n/a" if x is None else format(x * scale, spec) + unit  # noqa: E731
-        lines.append(f"| {p['B']} | {p['H_q']} | {p['H_kv']} | {p['N']} | {p['D']} | "
-                     f"{'yes' if p['causal'] else 'no'} | {p['mode']} | {f(row['hit_rate'], '.1f', '%')} | "
-                     f"{f(row['dram_read_bytes'], '.1f', ' GB', 1e-9)} | "
-                     f"{f(row['time_ms'], '.2f')} |")
-    return "\n".join(lines) + "\n", rows
+        rows.append(dict(p, hit_rate=m.get(METRICS[0]), dram_read_bytes=m.get(METRICS[1]),
+                         time_ms=None if m.get(METRICS[3]) is None else 1e3 * m[METRICS[3]]))
+    return rows
+
+
+def markdown(result):
+    lines = ["# Backward main pass: L2 hit rate and DRAM traffic (Nsight Compute), bf16, head_first", "",
+             *harness.header_lines(result),
+             "| B | H_q | H_kv | N | D | causal | dQ | L2 hit | DRAM read | kernel ms |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    f = lambda x, spec, unit="", scale=1: "n/a" if x is None else format(x * scale, spec) + unit  # noqa: E731
+    for r in result["rows"]:
+        lines.append(f"| {r['B']} | {r['H_q']} | {r['H_kv']} | {r['N']} | {r['D']} | "
+                     f"{'yes' if r['causal'] else 'no'} | {r['mode']} | {f(r['hit_rate'], '.1f', '%')} | "
+                     f"{f(r['dram_read_bytes'], '.1f', ' GB', 1e-9)} | {f(r['time_ms'], '.2f')} |")
+    return "\n".join(lines) + "\n"
 
 
 def main(argv=None):
@@ -70,6 +77,7 @@ def main(argv=None):
     ap.add_argument("--ncu", default="ncu")
     ap.add_argument("--timeout", type=int, default=400, help="seconds for the ncu run")
     ap.add_argument("--from-csv", type=Path, help="tabulate a saved ncu CSV instead of running ncu")
+    ap.add_argument("--tag", help="names the files bwd_l2_<tag>.* (default: the GPU's model)")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.worker:
@@ -78,7 +86,7 @@ def main(argv=None):
     if args.out is None:
         ap.error("--out is required")
     points = plan()
-    command = "python bench/bwd_l2_measure.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    result = harness.result_header("bwd_l2", tag=args.tag)
     args.out.mkdir(parents=True, exist_ok=True)
     if args.from_csv:
         raw, rc = args.from_csv.read_text(), 0
@@ -91,14 +99,11 @@ def main(argv=None):
                str(Path(__file__).resolve()), "--worker", json.dumps(points)]
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
         raw, rc = proc.stdout, proc.returncode
-        (args.out / "bwd_l2_h200_ncu.csv").write_text(raw)
+        (args.out / f"{harness.file_stem(result)}_ncu.csv").write_text(raw)
         if rc != 0:
             print(f"ncu exited with {rc}; stderr tail:\n{proc.stderr[-3000:]}", file=sys.stderr)
     kernels = parse_ncu_csv(raw)
-    md, rows = table(points, kernels, command)
-    (args.out / "bwd_l2_h200.md").write_text(md)
-    (args.out / "bwd_l2_h200.json").write_text(json.dumps({"command": command, "rows": rows}, indent=1))
-    print(md)
+    print(harness.save_results(args.out, dict(result, rows=measured(points, kernels)), markdown))
     return 0 if rc == 0 and len(kernels) == len(points) else 1
 
 

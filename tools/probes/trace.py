@@ -2,10 +2,11 @@
 when each SM ran which tile, which Nsight Compute's totals cannot say.
 
   CHIPLET_FA_TRACE=1 CHIPLET_FA_DTYPES=bf16 CHIPLET_FA_HDIMS=64,128 pip install --no-build-isolation .
-  python bench/trace.py --shapes 8,16,16,2048,64,1 1,32,32,8192,128,0 --mappings head_first block_first --out DIR
-  (bash bench/device_run.sh trace, with CHIPLET_FA_TRACE=1 and TRACE_ARGS)
+  python tools/probes/trace.py --shapes 8,16,16,2048,64,causal 1,32,32,8192,128,noncausal \
+      --mappings head_first block_first --out DIR
+  (bash tools/device/device_run.sh trace, with CHIPLET_FA_TRACE=1 and TRACE_ARGS)
 
-Shapes are B,H_q,H_kv,N,D,causal. For each shape and mapping it runs the forward and the
+Shapes: bench/harness.py's grammar. For each shape and mapping it runs the forward and the
 backward once untraced, then once traced (in the backward, its main pass records), and writes
 trace_<gpu>.md and .json:
   forward (persistent workers): the span from the first tile's start to the last one's end (a split
@@ -31,8 +32,8 @@ from typing import NamedTuple
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from timing import gpu_bench_args, save_results  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+import harness  # noqa: E402
 
 WORDS, ROLES, WORKGROUP_ROLE = 8, 8, 7  # kernels/trace.h: kTraceWords, kTraceRoles, kTraceWorkgroup
 FWD_BEGIN, FWD_END, BWD_BEGIN, BWD_CONSUMER_END, BWD_PRODUCER_END = 1, 2, 3, 4, 5
@@ -192,8 +193,10 @@ def cell(value, spec):
     return "-" if value is None else format(value, spec)
 
 
-def markdown(rows, gpu, command):
-    lines = [f"# Workgroup timelines of the sm90 kernels ({gpu}, a traced build)\n", f"`{command}`\n",
+def markdown(result):
+    rows = result["rows"]
+    lines = [f"# Workgroup timelines of the sm90 kernels ({result['gpu']}, a traced build)\n",
+             "\n".join(harness.header_lines(result)),
              "Forward: span, idle share of the workers at the start and the end, a consumer's tile = fixed + "
              "per key block (no fixed part where every tile has as many blocks), the consumers' tile cycles waiting for K, the waits a tile for its Q and first K block, "
              "a head's time a key block (min / median / max over the heads).\n",
@@ -223,23 +226,23 @@ def markdown(rows, gpu, command):
 
 def main():
     def extra(ap):
-        ap.add_argument("--shapes", nargs="+", required=True, help="B,H_q,H_kv,N,D,causal (causal 0 or 1) ...")
+        harness.add_shapes_arguments(ap, "-", required=True)
         ap.add_argument("--mappings", nargs="+", default=["head_first"],
                         choices=("block_first", "head_first", "swizzled_block_first", "swizzled_head_first"))
 
-    args = gpu_bench_args(__doc__, extra=extra)
+    args = harness.gpu_bench_args(__doc__, extra=extra)
     import chiplet_fa
 
     if not chiplet_fa.build_info()["trace"]:
         sys.exit("trace.py needs a traced build: CHIPLET_FA_TRACE=1 pip install --no-build-isolation .")
+    result = harness.result_header("trace")
     rows = []
-    for shape in args.shapes:
-        b, hq, hkv, n, d, causal = (int(x) for x in shape.split(","))
+    for b, hq, hkv, n, d, causal in harness.shape_runs(args):
         for mapping in args.mappings:
-            fwd, bwd = trace_shape(b, hq, hkv, n, d, bool(causal), mapping)
-            rows.append({"shape": shape, "mapping": mapping, "fwd": fwd, "bwd": bwd})
-    md, _ = save_results(args.out, "trace", rows, markdown)
-    print(md)
+            fwd, bwd = trace_shape(b, hq, hkv, n, d, causal, mapping)
+            rows.append({"shape": f"{b},{hq},{hkv},{n},{d},{'causal' if causal else 'noncausal'}", "mapping": mapping,
+                         "fwd": fwd, "bwd": bwd})
+    print(harness.save_results(args.out, dict(result, rows=rows), markdown))
 
 
 if __name__ == "__main__":

@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
-# Kernel changes against the tree, in one device call. Installs the tree as device_run.sh does (a
+# Kernel changes against the tree, in one run on a GPU machine. Installs the tree as device_run.sh does (a
 # reduced instantiation set unless CHIPLET_FA_DTYPES / CHIPLET_FA_HDIMS say otherwise), runs the
 # smoke sweep and the benchmark; then for each patch named as an argument (`git diff` output,
 # relative to the tree): applies it, reinstalls (the build folder stays, so ninja recompiles only
 # the units the patch touches), runs the same, and takes the patch out again; `a.patch+b.patch`
 # tries two patches together. Each variant's benchmark has cuDNN in its own process: the variants
 # compare by their "/ cuDNN" ratios.
-#   AB_BENCH  the benchmarks, separated by ';', each given --out DIR (default: bench/fwd.py on issue
-#             #12's small shapes, D=64 and D=128 at H=32 N=8K); AB_SMOKE_TIMEOUT the smoke sweep's
-#             limit (180 s)
+#   AB_BENCH  the benchmarks, separated by ';', each given --out DIR and run from the repository's
+#             root (default: bench/fwd.py on issue #12's small shapes, D=64 and D=128 at H=32 N=8K);
+#             AB_SMOKE_TIMEOUT the smoke sweep's limit (180 s)
 #   AB_TESTS  checks run on each patched variant after its smoke sweep (not on the tree, which the
 #             default install's checks cover), separated by ';', run from the tree's root (e.g.
 #             "python3 -P -m pytest tests/test_backward.py -q -m gpu -k deterministic"); log tests.log. Each
@@ -17,7 +17,7 @@
 #   AB_PROFILE=1  also Nsight Compute on each variant (device_run.sh's profile stage, ~75 s; its
 #             PROFILE_* variables apply), after its checks: reports and the SASS tables in the
 #             variant's profile/ folder, its log profile.log
-#   bash bench/ab_run.sh /tmp/a.patch /tmp/b.patch /tmp/a.patch+/tmp/b.patch
+#   bash tools/device/ab_run.sh /tmp/a.patch /tmp/b.patch /tmp/a.patch+/tmp/b.patch   (from the repository's root)
 # Results: $OUT/results.tgz, a folder per variant (0-tree, 1-<patch>, ...) with its logs and
 # the benchmark's files; the table printed last has each variant's chiplet_fa TFLOP/s and ratio.
 #   AB_ROUNDS=N  the benchmarks N times over the variants in turn, once every variant is built
@@ -30,7 +30,8 @@
 # Each variant is also packed as soon as it is built, and again after each round ($OUT/<variant>.tgz,
 # replaced by results.tgz at the end): a call cut off at its time limit brings back what it finished.
 set -uo pipefail
-. "$(dirname "$0")/dtype_guard.sh"
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+. "$here/shared.sh"
 [ -n "${AB_TESTS:-}" ] && refuse_one_dtype ab_run.sh AB_TESTS
 OUT=${OUT:-/tmp/chiplet_fa_out}
 WORK=$(mktemp -d /tmp/ab_run.XXXXXX)  # the variants' folders; $OUT holds only archives
@@ -49,7 +50,7 @@ variant() {
   fi
   echo "$1: install $((SECONDS - start)) s"
   # A variant that fails or hangs in the smoke sweep is not benchmarked: a hang must not take the call.
-  if ! timeout -k 10 "${AB_SMOKE_TIMEOUT:-180}" python3 bench/gpu_smoke.py > "$dir/smoke.log" 2>&1; then
+  if ! timeout -k 10 "${AB_SMOKE_TIMEOUT:-180}" $SMOKE_SWEEP > "$dir/smoke.log" 2>&1; then
     echo "$1: smoke failed or timed out: $(tail -1 "$dir/smoke.log")"; return 1
   fi
   echo "$1: smoke: $(tail -1 "$dir/smoke.log")"
@@ -70,9 +71,6 @@ variant() {
     else echo "$1: profile failed: $(tail -1 "$dir/profile.log")"; status=1; fi
   fi
 }
-
-here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-. "$here/apply_patch.sh"
 
 # A variant is one patch or several joined by '+' (applied in order, taken out in reverse).
 take_out() { local i; for ((i = $# ; i >= 1; i--)); do apply_patch -R "${!i}" || return 1; done; }
@@ -125,7 +123,7 @@ for ((r = 0; r < rounds; r++)); do
   for v in "${built[@]}"; do pack "$v"; done
 done
 
-python3 bench/ab_table.py "$WORK" | tee "$WORK/ab.md"
+python3 "$here/ab_table.py" "$WORK" | tee "$WORK/ab.md"
 # One archive holds everything, so a transfer that takes few files brings all of it back.
 rm -f "$OUT"/*.tgz && tar czf "$OUT/results.tgz" --exclude=pkg -C "$WORK" . && rm -rf "$WORK"
 exit $status

@@ -8,8 +8,8 @@ encodings aside), ptxas's spill bytes and C75xx messages (wgmmas serialised or f
 opcodes whose counts moved. A change whose kernels
 come out the same needs no device time to show it changes nothing; one that differs needs its A/B.
 
-  python3 bench/sass_diff.py --patch bench/pending/x.patch --units 'sm90/bwd_bf16_*'
-  python3 bench/sass_diff.py --base HEAD~1 --units sm90/fwd_bf16_hdim128_full   # vs the work tree
+  python3 tools/sass/sass_diff.py --patch x.patch --units 'sm90/bwd_bf16_*'
+  python3 tools/sass/sass_diff.py --base HEAD~1 --units sm90/fwd_bf16_hdim128_full   # vs the work tree
 
 cuobjdump: from $CUOBJDUMP or PATH (this project's CPU machines lack it; docs/building.md,
 "Checks that need no GPU", says which pip packages carry it).

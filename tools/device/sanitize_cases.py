@@ -1,4 +1,8 @@
-"""Small launches covering the kernels' edge paths (forward and backward), for compute-sanitizer.
+"""Small launches covering the kernels' edge paths (forward and backward), for compute-sanitizer:
+
+  compute-sanitizer --tool memcheck python3 tools/device/sanitize_cases.py [--only 4 8]
+
+(tools/device/device_run.sh's `sanitize` stage runs memcheck, racecheck and synccheck on it.)
 Each case prints its name and, once its kernels are done, its time, so a stalled run shows where;
 `--only 4 8` runs those cases alone (numbers as printed). A case whose head dim or dtype the
 installed build lacks (CHIPLET_FA_DTYPES / CHIPLET_FA_HDIMS) is left out, and says so."""
@@ -8,7 +12,7 @@ import time
 import torch
 
 import chiplet_fa  # noqa: F401
-from gpu_smoke import built  # what this build covers, as the smoke sweep reads it
+from build_coverage import built
 
 DENSE = [  # (B, N_q, N_k, H_q, H_kv, D, causal, dtype, mapping)
     (2, 200, 333, 4, 2, 128, True, torch.bfloat16, "swizzled_head_first"),

@@ -9,10 +9,11 @@ mappings given) and cuDNN's, each in one process (docs/benchmarking.md, "Timing 
    where its inputs lie. Across processes head_first at H=32 N=8K D=128 read 574-719 TFLOP/s
    where cuDNN read 593-642.
 
-  python bench/timing_probe.py --shapes 1,32,32,8192,128,0 8,16,16,2048,64,1 --copies 4
-  python bench/timing_probe.py --shapes 1,32,32,8192,128,0 --rounds 0 --copies 4 \
+  python tools/probes/timing_probe.py --shapes 1,32,32,8192,128,noncausal 8,16,16,2048,64,causal --copies 4
+  python tools/probes/timing_probe.py --shapes 1,32,32,8192,128,noncausal --rounds 0 --copies 4 \
       --mappings head_first swizzled_head_first --num-xcds 4
 Prints one line per round or copy (and with --out writes them to OUT/timing_probe.txt); GPU only.
+Shapes: bench/harness.py's grammar.
 """
 import argparse
 import contextlib
@@ -21,11 +22,9 @@ import sys
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
-from torch.nn.attention import SDPBackend, sdpa_kernel
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from timing import _Timer, attention_flops  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+import harness  # noqa: E402
 
 import chiplet_fa  # noqa: E402,F401  (registers torch.ops.chiplet_fa)
 
@@ -46,16 +45,9 @@ def back_to_back_ms(timer, reps=20):
 def calls(q, k, v, causal, num_xcds, mappings=("head_first",)):
     """{name: fn}: chiplet_fa under each mapping and cuDNN on these tensors ((B, N, H, D), K/V
     expanded for SDPA)."""
-    hq, hkv = q.shape[2], k.shape[2]
-    kx, vx = (t if hq == hkv else t.repeat_interleave(hq // hkv, 2) for t in (k, v))
-    qt, kt, vt = (t.transpose(1, 2) for t in (q, kx, vx))
-
-    def cudnn():
-        with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
-            return F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal)
-
+    views = harness.sdpa_views(q, k, v, expand_kv=True)
     fns = {m: (lambda m=m: torch.ops.chiplet_fa.fwd(q, k, v, None, causal, m, num_xcds)) for m in mappings}
-    fns["cudnn"] = cudnn
+    fns["cudnn"] = lambda: harness.sdpa("sdpa_cudnn", *views, causal)
     return fns
 
 
@@ -63,23 +55,23 @@ def timed(fns, fn_ms):
     """{name: milliseconds a call} of each fn, timed by fn_ms(timer)."""
     ms = {}
     for name, fn in fns.items():
-        with _Timer(fn, True) as t:
+        with harness.Timer(fn, True) as t:
             ms[name] = fn_ms(t)
     return ms
 
 
-def probe(s, args, say):
-    """Both probes for one shape "B,H_q,H_kv,N,D,causal", each line to say()."""
-    b, hq, hkv, n, d, c = (int(x) for x in s.split(","))
-    causal = bool(c)
+def probe(run, args, say):
+    """Both probes for one run (B, H_q, H_kv, N, D, causal), each line to say()."""
+    b, hq, hkv, n, d, causal = run
+    s = f"{b},{hq},{hkv},{n},{d},{'causal' if causal else 'noncausal'}"
     gen = torch.Generator(device="cuda").manual_seed(0)
     q, k, v = (torch.randn(b, n, h, d, device="cuda", dtype=torch.bfloat16, generator=gen) for h in (hq, hkv, hkv))
-    flops = attention_flops(b, hq, n, n, d, causal)
+    flops = harness.attention_flops(b, hq, n, n, d, causal)
     fns = calls(q, k, v, causal, args.num_xcds, args.mappings) if args.rounds > 0 else {}
     timers = {}
     try:
         for name, fn in fns.items():
-            timers[name] = _Timer(fn, True)
+            timers[name] = harness.Timer(fn, True)
         for r in range(args.rounds):
             row = [f"{name}: synced {t.ms(300) * 1e3:.1f} us, back-to-back {back_to_back_ms(t) * 1e3:.1f} us, "
                    f"{t.calls} calls a graph" for name, t in timers.items()]
@@ -108,12 +100,13 @@ def probe(s, args, say):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--shapes", nargs="+", required=True, help="B,H_q,H_kv,N,D,causal (causal 0 or 1)")
+    harness.add_shapes_arguments(ap, "-", required=True)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--copies", type=int, default=0)
     ap.add_argument("--num-xcds", type=int, default=8,
                     help="as bench/fwd.py passes (the domains a swizzled mapping splits the heads over)")
-    ap.add_argument("--out", type=Path, help="also write the lines to OUT/timing_probe.txt (bench/ab_run.sh passes one)")
+    ap.add_argument("--out", type=Path, help="also write the lines to OUT/timing_probe.txt (tools/device/ab_run.sh "
+                                             "passes one)")
     ap.add_argument("--mappings", nargs="+", default=["head_first"],
                     choices=("block_first", "head_first", "swizzled_block_first", "swizzled_head_first"),
                     help="e.g. swizzled_head_first with --num-xcds 4: four queues, each walking its quarter "
@@ -127,8 +120,8 @@ def main():
             if log:
                 print(line, file=log, flush=True)
 
-        for s in args.shapes:
-            probe(s, args, say)
+        for run in harness.shape_runs(args):
+            probe(run, args, say)
 
 
 if __name__ == "__main__":

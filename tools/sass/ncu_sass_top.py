@@ -1,15 +1,15 @@
 #!/usr/bin/env python3
 """The SASS instructions that carry a kernel's stalls and wasted shared-memory wavefronts, from the
 per-instruction table Nsight Compute writes (`ncu -i R.ncu-rep --page source --print-source sass
---csv`, as `device_run.sh profile` does).
+--csv`, as `tools/device/device_run.sh profile` does).
 
-  python3 bench/ncu_sass_top.py profile_bwd_sass.csv                  # the default columns
-  python3 bench/ncu_sass_top.py profile_bwd_sass.csv --columns "Warp Stall Sampling (All" --top 20
+  python3 tools/sass/ncu_sass_top.py profile_bwd_sass.csv                  # the default columns
+  python3 tools/sass/ncu_sass_top.py profile_bwd_sass.csv --columns "Warp Stall Sampling (All" --top 20
 
 A column is named by a case-insensitive part of its header; one that the table lacks is reported
 and skipped (which counters a table has depends on the sections collected). Addresses, branch
 targets included, are printed as offsets from the kernel's first instruction, as `cuobjdump -sass`
-numbers them: the profiled kernel's SASS compiled anywhere (bench/sass_diff.py's nvcc flags) lines
+numbers them: the profiled kernel's SASS compiled anywhere (tools/sass/sass_diff.py's nvcc flags) lines
 up with them.
 """
 import argparse

@@ -1,7 +1,7 @@
-"""Registers and spill bytes per kernel from nvcc's `-Xptxas -v` output (a build log of
-bench/device_run.sh, or bench/ptxas_report.sh's compile loop), one demangled kernel a line.
+"""Registers and spill bytes per kernel from nvcc's `-Xptxas -v` output (the build log
+tools/device/device_run.sh keeps), one demangled kernel a line.
 
-Usage: python bench/ptxas_summary.py LOG [--title LINE ...] > FILE
+Usage: python tools/sass/ptxas_summary.py LOG [--title LINE ...] > FILE
 """
 import argparse
 import re

@@ -7,7 +7,7 @@ docs/mapping.md, "Longest-first sections").
 A tile costs 1 + its key blocks (a model: no measured step costs), so this says how much of a
 kernel a tail can take, not its time.
 
-  python bench/causal_tail_sim.py
+  python tools/probes/causal_tail_sim.py
 """
 import heapq
 import math

@@ -1,12 +1,13 @@
 """L2 hit rate and DRAM traffic of chiplet_fa's forward kernel per mapping, measured with
 Nsight Compute on an NVIDIA GPU, next to the L2 locality model's prediction.
 
-  python bench/l2_measure.py --out bench/results              # driver: runs ncu on itself
-  python bench/l2_measure.py --from-csv raw.csv --out /tmp/r  # re-tabulate a saved ncu CSV
-  python bench/l2_measure.py --tag h100 --preset h100         # on an H100: its files, its L2 in the model
-  python bench/l2_measure.py --shapes 8,16,16,2048,64 --causal --mappings block_first head_first \
-      --tag h200_small_causal --out /tmp/r                     # other shapes, the causal mask
-Writes l2_<tag>.md, l2_<tag>.json and the raw ncu CSV under --out. The driver launches one
+  python tools/l2/l2_measure.py --out DIR                        # driver: runs ncu on itself
+  python tools/l2/l2_measure.py --from-csv raw.csv --out DIR     # re-tabulate a saved ncu CSV
+  python tools/l2/l2_measure.py --tag h100 --preset h100 --out DIR   # on an H100: its L2 in the model
+  python tools/l2/l2_measure.py --shapes 8,16,16,2048,64,causal --causal yes \
+      --mappings block_first head_first --tag h200_small_causal --out DIR   # other shapes, the causal mask
+Writes l2_<tag>.json, the table generated from it (l2_<tag>.md) and the raw ncu CSV under --out.
+Shapes: bench/harness.py's grammar (non-causal unless --causal says otherwise). The driver launches one
 worker process under `ncu --clock-control none` that runs each (shape, mapping) exactly once;
 ncu profiles those launches (kernel name matching fwd_kernel) and nothing else. About 1-2 min
 on an H200 for the default sweep.
@@ -19,6 +20,9 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+import harness  # noqa: E402
 
 # The all-sector hit rate also counts the lookups of sectors passed between the H200's two L2
 # partitions over the fabric; the SMs' own read sectors, their lookup hits, and the share of the
@@ -35,8 +39,8 @@ METRICS = ("lts__t_sector_hit_rate.pct", "dram__bytes_read.sum",
            "sm__cycles_active.avg", "sm__cycles_elapsed.avg", "smsp__inst_executed.sum")
 SECTOR_BYTES = 32
 MAPPINGS = ("block_first", "head_first", "swizzled_block_first", "swizzled_head_first")
-# (B, H_q, H_kv, N, D), bf16, non-causal: the anchors' shapes and one GQA shape.
-SWEEP = [(1, 128, 128, 8192, 128), (1, 128, 128, 32768, 128), (1, 64, 8, 32768, 128)]
+# bf16: the anchors' shapes and one GQA shape.
+SWEEP = [harness.Shape(1, 128, 128, 8192, 128), harness.Shape(1, 128, 128, 32768, 128), harness.Shape(1, 64, 8, 32768, 128)]
 NUM_XCDS = 8  # the swizzled mappings assume 8 XCDs, as in ANCHORS.md; naive ones ignore it
 UNIT_SCALE = {"": 1, "%": 1, "byte": 1, "kbyte": 1e3, "mbyte": 1e6, "gbyte": 1e9, "tbyte": 1e12,
               "sector": 1, "ksector": 1e3, "msector": 1e6, "gsector": 1e9, "nsecond": 1e-9,
@@ -45,9 +49,10 @@ UNIT_SCALE = {"": 1, "%": 1, "byte": 1, "kbyte": 1e3, "mbyte": 1e6, "gbyte": 1e9
               "ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1}
 
 
-def plan(sweep, mappings=MAPPINGS, causal=False):
+def plan(runs, mappings=MAPPINGS):
+    """One point a (run, mapping); runs: (B, H_q, H_kv, N, D, causal) tuples."""
     return [{"B": b, "H_q": hq, "H_kv": hkv, "N": n, "D": d, "mapping": m, "causal": causal}
-            for (b, hq, hkv, n, d) in sweep for m in mappings]
+            for (b, hq, hkv, n, d, causal) in runs for m in mappings]
 
 
 def worker(points):
@@ -133,8 +138,10 @@ def pct(x):
     return fmt(x, ".2f") + ("%" if x is not None else "")
 
 
-def to_markdown(rows, title, command, topology):
-    lines = [f"# {title}", "", f"Command: `{command}`", "",
+def markdown(result):
+    rows, topology = result["rows"], result["preset"]
+    lines = [f"# L2 hit rate and DRAM traffic per mapping: {result['tag']}, measured vs model", "",
+             *harness.header_lines(result),
              "Measured: Nsight Compute (`--clock-control none`), one launch per row, bf16, "
              f"{'causal' if rows and rows[0]['causal'] else 'non-causal'}, swizzled mappings with "
              f"num_xcds={NUM_XCDS}. Predicted: the L2 locality "
@@ -163,14 +170,12 @@ def to_markdown(rows, title, command, topology):
     return "\n".join(lines) + "\n"
 
 
-def write(rows, out, tag, command, topology, raw_csv=None):
+def write(result, out, raw_csv=None):
+    """l2_<tag>.json, its table and (from an ncu run) the raw CSV."""
     out.mkdir(parents=True, exist_ok=True)
     if raw_csv is not None:
-        (out / f"l2_{tag}_ncu.csv").write_text(raw_csv)
-    (out / f"l2_{tag}.json").write_text(json.dumps({"command": command, "preset": topology, "rows": rows}, indent=1))
-    md = to_markdown(rows, f"L2 hit rate and DRAM traffic per mapping: {tag}, measured vs model", command, topology)
-    (out / f"l2_{tag}.md").write_text(md)
-    print(md)
+        (out / f"l2_{result['tag']}_ncu.csv").write_text(raw_csv)
+    print(harness.save_results(out, result, markdown))
 
 
 def run_ncu(points, ncu, timeout):
@@ -187,11 +192,10 @@ def run_ncu(points, ncu, timeout):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--out", type=Path, default=Path("bench/results"))
+    ap.add_argument("--out", type=Path, help="folder for the files (required)")
     ap.add_argument("--tag", default="h200", help="names the output files l2_<tag>.*")
     ap.add_argument("--quick", action="store_true", help="only B=1 H=128 N=8K")
-    ap.add_argument("--shapes", nargs="+", metavar="B,H_Q,H_KV,N,D", help="these shapes instead of the sweep")
-    ap.add_argument("--causal", action="store_true", help="the causal mask (bottom-right)")
+    harness.add_shapes_arguments(ap, "the sweep", causal_default="no")
     ap.add_argument("--mappings", nargs="+", choices=MAPPINGS, default=list(MAPPINGS))
     ap.add_argument("--preset", default="h200", choices=("h100", "h200"),
                     help="the L2 model's topology for the predicted columns (the GPU measured)")
@@ -205,10 +209,15 @@ def main(argv=None):
     if args.worker:
         worker(json.loads(args.worker))
         return 0
-    sweep = ([tuple(int(x) for x in s.split(",")) for s in args.shapes] if args.shapes
-             else SWEEP[:1] if args.quick else SWEEP)
-    points = plan(sweep, args.mappings, args.causal)
-    command = "python bench/l2_measure.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    if args.out is None:
+        ap.error("--out is required")
+    points = plan(harness.shape_runs(args, SWEEP[:1] if args.quick else SWEEP), args.mappings)
+    # A saved CSV may be tabulated anywhere: the GPU is then the preset's.
+    result = harness.result_header("l2", tag=args.tag, preset=args.preset)
+    if args.from_csv:
+        result["gpu"] = f"{args.preset} (from {args.from_csv.name})"
+    if argv is not None:
+        result["command"] = " ".join(["python tools/l2/l2_measure.py", *argv])
     if args.from_csv:
         raw, rc = args.from_csv.read_text(), 0
     else:
@@ -225,8 +234,8 @@ def main(argv=None):
             args.out.mkdir(parents=True, exist_ok=True)
             (args.out / f"l2_{args.tag}_ncu.csv").write_text(raw)
         return 1
-    rows = combine(points, kernels, args.wgs_per_cu, args.block_n, args.preset)
-    write(rows, args.out, args.tag, command, args.preset, None if args.from_csv else raw)
+    result["rows"] = combine(points, kernels, args.wgs_per_cu, args.block_n, args.preset)
+    write(result, args.out, None if args.from_csv else raw)
     return 0 if rc == 0 and len(kernels) == len(points) else 1
 
 
