@@ -1,11 +1,11 @@
-"""The table bench/ab_run.sh prints last: one row per benchmark point, each variant's chiplet_fa
+"""The table tools/device/ab_run.sh prints last: one row per benchmark point, each variant's chiplet_fa
 (head_first) TFLOP/s and its ratio to cuDNN measured in the same process; a backward point with
 the deterministic mode measured gets a second row for it (`bwd-det`). A variant benchmarked in
 rounds (`AB_ROUNDS`: a round<r>/ folder each) gets the median over its rounds, and its ratio's
 range after the median ratio.
 
-  python bench/ab_table.py OUT    # OUT holds a folder per variant, each with bench/fwd.py and/or
-                                  # bench/bwd.py JSON files, or round folders of them
+  python tools/device/ab_table.py OUT   # OUT holds a folder per variant, each with bench/fwd.py and/or
+                                        # bench/bwd.py JSON files, or round folders of them
 """
 import json
 import statistics
