@@ -9,9 +9,9 @@ cuDNN, one process.
   python bench/bwd.py --quick --mappings head_first --out /tmp/r   # head_first against SDPA only
   python bench/bwd.py --issue --mappings head_first --peers sdpa_cudnn --settle-ms 1500 --out /tmp/r
 FLOPs: backward = 2.5x forward, forward+backward = 3.5x forward; causal FLOPs halved.
-Writes bwd_<gpu>.json and the table generated from it, bwd_<gpu>.md. chiplet_fa backward times the bwd operator alone (given
-out and lse) with atomic dQ; the `det` column is deterministic mode under head_first. SDPA
-backward times torch.autograd.grad over a retained graph.
+Writes bwd_<gpu>.json and generates bwd.md again (a section per bwd JSON in --out). chiplet_fa
+backward times the bwd operator alone (given out and lse) with atomic dQ; the `det` column is
+deterministic mode under head_first. SDPA backward times torch.autograd.grad over a retained graph.
 """
 import argparse
 import sys

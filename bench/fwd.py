@@ -4,8 +4,8 @@
   python bench/fwd.py --quick --out /tmp/r            # three shapes, for iterating
   python bench/fwd.py --shapes 8,16,16,2048,64,causal 1,32,8,8192,128 --out /tmp/r   # chosen shapes
   python bench/fwd.py --settle-ms 1500 --peers sdpa_cudnn --out /tmp/r   # the settled issue table
-Writes fwd_<gpu>.json and the table generated from it, fwd_<gpu>.md; --plot draws TFLOP/s per
-mapping (needs matplotlib). Shapes: bench/harness.py's grammar.
+Writes fwd_<gpu>.json and generates fwd.md again (a section per fwd JSON in --out); --plot
+draws TFLOP/s per mapping (needs matplotlib). Shapes: bench/harness.py's grammar.
 """
 import argparse
 import sys

@@ -11,9 +11,11 @@ head dim. A shape without a mask word runs under each mask that --causal (both, 
 one with a word runs under that mask only, and not at all where --causal excludes it. So
 `--shapes 1,32,8,8192,128 8,16,16,2048,64,causal --causal both` makes three runs.
 
-Result files: <benchmark>_<gpu>.json (the command, the tree, the GPU, its clocks and the rows) and
-the markdown table generated from it, <benchmark>_<gpu>.md. `python bench/harness.py render FILE.json
-...` generates the markdown again from the JSON (after a change of a table's layout).
+Result files: <benchmark>_<gpu>.json per GPU (the command, the tree, the GPU, its clocks and the
+rows; <benchmark>.json for the CPU benchmark) and one markdown file per benchmark, <benchmark>.md,
+generated from all of that benchmark's JSON files in the folder, a section per GPU. A run writes its
+JSON and generates its benchmark's markdown again; `python bench/harness.py render [BENCHMARK ...]`
+does the latter for bench/results/ (after a JSON file is added or a table's layout changes).
 """
 import argparse
 import contextlib
@@ -451,17 +453,32 @@ def file_stem(result: dict) -> str:
 
 
 def save_results(out: Path, result: dict, markdown) -> str:
-    """Writes result (result_header's fields and "rows") as out/<stem>.json and markdown(result)
-    as out/<stem>.md; returns the markdown. The JSON names the function's script, so that the
-    markdown can be generated again from it (render)."""
+    """Writes result (result_header's fields and "rows") as out/<stem>.json and generates
+    out/<benchmark>.md again from every JSON file of the benchmark in out (render_benchmark);
+    returns markdown(result), this run's table alone. The JSON names the function's script, so that
+    the markdown can be generated again from it (render)."""
     source = Path(markdown.__code__.co_filename).resolve()
     result = dict(result, markdown=str(source.relative_to(ROOT) if source.is_relative_to(ROOT) else source))
     out.mkdir(parents=True, exist_ok=True)
-    stem = file_stem(result)
-    (out / f"{stem}.json").write_text(json.dumps(result, indent=1) + "\n")
-    md = markdown(result)
-    (out / f"{stem}.md").write_text(md)
-    return md
+    (out / f"{file_stem(result)}.json").write_text(json.dumps(result, indent=1) + "\n")
+    (out / f"{result['benchmark']}.md").write_text(render_benchmark(out, result["benchmark"],
+                                                                    {result["markdown"]: markdown}))
+    return markdown(result)
+
+
+def moved_script(result: dict) -> str:
+    """A note for a command whose script is no longer at the path it names (it ran on a tree where
+    the script lived there): where the script is now, or "" while the path holds."""
+    try:
+        words = shlex.split(result["command"])
+    except ValueError:
+        return ""
+    script = next((w for w in words[1:] if w.endswith(".py")), None)
+    if script is None or Path(script).is_absolute() or (ROOT / script).exists():
+        return ""
+    now = result.get("markdown", "")
+    now = f"; it is now `{now}`" if Path(now).name == Path(script).name else ""
+    return f" (run on tree {result.get('tree') or 'not recorded'}, where the script was `{script}`{now})"
 
 
 def header_lines(result: dict) -> list:
@@ -470,20 +487,55 @@ def header_lines(result: dict) -> list:
     clock = ("not recorded" if not clocks else
              f"SM {clocks['clocks.sm']} (max {clocks['clocks.max.sm']}), memory {clocks['clocks.mem']}, "
              f"power limit {clocks['power.limit']}, {clocks['temperature.gpu']} C, driver {clocks['driver_version']}")
-    lines = [f"Command: `{result['command']}`", "", f"Tree: {result.get('tree') or 'not recorded'}; "
+    lines = [f"Command: `{result['command']}`{moved_script(result)}", "", f"Tree: {result.get('tree') or 'not recorded'}; "
              f"GPU: {result['gpu']}; clocks at the start: {clock}."]
     if result.get("note"):
         lines += ["", result["note"]]
     return lines + [""]
 
 
-def render(path: Path) -> str:
-    """The markdown of a result file, generated again by the function that wrote it."""
-    result = json.loads(Path(path).read_text())
+def render(result, known=None) -> str:
+    """The markdown of one result (a dict, or the path of its JSON file), generated again by the
+    function that wrote it: known's ({script: function}) where it holds the script, else the script's
+    `markdown`, loaded from its file."""
+    if not isinstance(result, dict):
+        result = json.loads(Path(result).read_text())
+    if known and result["markdown"] in known:
+        return known[result["markdown"]](result)
     spec = importlib.util.spec_from_file_location(f"render_{Path(result['markdown']).stem}", ROOT / result["markdown"])
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module.markdown(result)
+
+
+def result_files(folder: Path, benchmark: str) -> list:
+    """The JSON files in folder whose "benchmark" is benchmark, by name (<benchmark>_<gpu>.json)."""
+    files = []
+    for f in sorted(Path(folder).glob("*.json")):
+        try:
+            result = json.loads(f.read_text())
+        except ValueError:
+            continue
+        if isinstance(result, dict) and result.get("benchmark") == benchmark:
+            files.append(f)
+    return files
+
+
+def render_benchmark(folder: Path, benchmark: str, known=None) -> str:
+    """<benchmark>.md: a section per JSON file of the benchmark in folder (per GPU), each the table
+    render (with known) gives, its headings one level down."""
+    files = result_files(folder, benchmark)
+    if not files:
+        raise FileNotFoundError(f"no JSON file of benchmark {benchmark!r} in {folder}")
+    results = [json.loads(f.read_text()) for f in files]
+    devices = ", ".join("CPU" if r["gpu"] == "cpu" else r["gpu"] for r in results)
+    sources = ", ".join(f"`{f.name}`" for f in files) + (", a section each" if len(files) > 1 else "")
+    lines = [f"# {benchmark} results: {devices}", "",
+             f"Generated by `python bench/harness.py render {benchmark}` from {sources}.", ""]
+    for result in results:
+        lines += ["#" + line if line.startswith("#") else line for line in render(result, known).rstrip("\n").split("\n")]
+        lines.append("")
+    return "\n".join(lines[:-1]) + "\n"
 
 
 def gpu_bench_args(doc: str, argv=None, extra=None):
@@ -500,9 +552,21 @@ def gpu_bench_args(doc: str, argv=None, extra=None):
 
 
 if __name__ == "__main__":
-    ap = argparse.ArgumentParser(description="generate result tables again from their JSON files")
+    ap = argparse.ArgumentParser(description="generate benchmarks' markdown again from their JSON files: "
+                                             "<benchmark>.md from every <benchmark>_<gpu>.json in --dir")
     ap.add_argument("command", choices=["render"])
-    ap.add_argument("files", nargs="+", type=Path)
-    for f in ap.parse_args().files:
-        f.with_suffix(".md").write_text(render(f))
-        print(f"wrote {f.with_suffix('.md')}")
+    ap.add_argument("benchmarks", nargs="*",
+                    help="fwd, bwd, ... (a JSON file names its benchmark and folder); none: every benchmark in --dir")
+    ap.add_argument("--dir", type=Path, default=ROOT / "bench" / "results")
+    args = ap.parse_args()
+    todo = []
+    for name in args.benchmarks:
+        if name.endswith(".json"):
+            todo.append((Path(name).parent, json.loads(Path(name).read_text())["benchmark"]))
+        else:
+            todo.append((args.dir, name))
+    if not args.benchmarks:
+        todo = sorted({(args.dir, json.loads(f.read_text()).get("benchmark")) for f in args.dir.glob("*.json")} - {(args.dir, None)})
+    for folder, benchmark in dict.fromkeys(todo):
+        (folder / f"{benchmark}.md").write_text(render_benchmark(folder, benchmark))
+        print(f"wrote {folder / f'{benchmark}.md'}")

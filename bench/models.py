@@ -21,7 +21,7 @@ transformers' SDPA path ignores Gemma 2's attention softcap (5.17; later version
 Gemma 2, and its columns are then n/a): its Gemma 2 errors include that. Time: median ms per step.
 "sdpa_chiplet_fa" is the model's SDPA path (flash backend) with chiplet_fa activated as torch's
 flash-attention implementation (chiplet_fa.integrations.torch).
-Writes models_<gpu>.json and the table generated from it, models_<gpu>.md.
+Writes models_<gpu>.json and generates models.md again (a section per models JSON in --out).
 """
 import argparse
 import contextlib

@@ -6,7 +6,7 @@ the peer a user without a varlen kernel has.
   python bench/varlen.py --out bench/results
 FLOPs of a packed batch are counted per sequence (4 * len_q * len_k * H * D forward, causal
 halved, backward 2.5x), so a mix and a fixed length are compared at the work they really do.
-Writes varlen_<gpu>.json and the table generated from it, varlen_<gpu>.md.
+Writes varlen_<gpu>.json and generates varlen.md again (a section per varlen JSON in --out).
 """
 import itertools
 import sys

@@ -3,7 +3,7 @@ head-first), measured with Nsight Compute.
 
   python tools/l2/bwd_l2_measure.py --out DIR            # driver: runs ncu on itself
   python tools/l2/bwd_l2_measure.py --from-csv DIR/bwd_l2_h200_ncu.csv --tag h200 --out DIR
-Writes bwd_l2_<tag>.json (the tag: the GPU's model unless given), its table (.md) and the raw ncu
+Writes bwd_l2_<tag>.json (the tag: the GPU's model unless given), bwd_l2.md (a section per such JSON in --out) and the raw ncu
 CSV under --out. One worker process runs each
 point's forward and then its backward once; ncu profiles only the main pass (bwd_kv_kernel).
 """

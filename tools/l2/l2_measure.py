@@ -6,7 +6,7 @@ Nsight Compute on an NVIDIA GPU, next to the L2 locality model's prediction.
   python tools/l2/l2_measure.py --tag h100 --preset h100 --out DIR   # on an H100: its L2 in the model
   python tools/l2/l2_measure.py --shapes 8,16,16,2048,64,causal --causal yes \
       --mappings block_first head_first --tag h200_small_causal --out DIR   # other shapes, the causal mask
-Writes l2_<tag>.json, the table generated from it (l2_<tag>.md) and the raw ncu CSV under --out.
+Writes l2_<tag>.json, l2.md (a section per l2 JSON under --out) and the raw ncu CSV under --out.
 Shapes: bench/harness.py's grammar (non-causal unless --causal says otherwise). The driver launches one
 worker process under `ncu --clock-control none` that runs each (shape, mapping) exactly once;
 ncu profiles those launches (kernel name matching fwd_kernel) and nothing else. About 1-2 min

@@ -3,7 +3,7 @@ install runs (the family chosen at run time) next to the other family in the sam
 (CHIPLET_FA_KERNEL forces it per call) and SDPA's flash and cuDNN backends.
 
   python tools/probes/families.py --out DIR
-Writes families_<gpu>.json and .md. bf16, head_first mapping; causal FLOPs halved, backward FLOPs
+Writes families_<gpu>.json and families.md. bf16, head_first mapping; causal FLOPs halved, backward FLOPs
 2.5x forward.
 """
 import os

@@ -5,7 +5,7 @@ the TFLOP/s tables of bwd.py and fwd.py cannot say.
   python tools/probes/kernel_times.py --shapes 8,16,16,2048,64,causal --out /tmp/r
   python tools/probes/kernel_times.py --shapes 8,16,16,2048,64,causal --graph --settle-ms 1000 \
       --mappings head_first block_first --direction fwd --out /tmp/r
-Writes kernel_times_<gpu>.json and .md: for each shape and call, each kernel's mean time per call
+Writes kernel_times_<gpu>.json and kernel_times.md: for each shape and call, each kernel's mean time per call
 and its share of the call's summed kernel time. Shapes: bench/harness.py's grammar. Eager by default
 (each call launched from the host); --graph profiles replays of a CUDA graph of the calls
 (bench/harness.py's capture, as fwd.py and bwd.py time them), back to back after --settle-ms of untimed replays, and adds the span a call

@@ -8,7 +8,7 @@ when each SM ran which tile, which Nsight Compute's totals cannot say.
 
 Shapes: bench/harness.py's grammar. For each shape and mapping it runs the forward and the
 backward once untraced, then once traced (in the backward, its main pass records), and writes
-trace_<gpu>.md and .json:
+trace_<gpu>.json and trace.md:
   forward (persistent workers): the span from the first tile's start to the last one's end (a split
     last round's pieces count as items, their tiles once); the
     workers' idle share at the end (the tail) and at the start; a fit of a consumer's tile time
