@@ -5,44 +5,40 @@ cuDNN, one process.
   python bench/bwd.py --quick --out /tmp/r            # two shapes, for iterating
   python bench/bwd.py --wide --out /tmp/r             # head dims above 128 (D=192, 256)
   python bench/bwd.py --issue --mappings head_first --out /tmp/r   # issue #13's points (H200: ~3 min)
-  python bench/bwd.py --shapes 4,32,8,4096,128 --causal yes --out /tmp/r   # chosen shapes
+  python bench/bwd.py --shapes 4,32,8,4096,128 --causal yes --out /tmp/r   # chosen shapes (bench/harness.py)
   python bench/bwd.py --quick --mappings head_first --out /tmp/r   # head_first against SDPA only
   python bench/bwd.py --issue --mappings head_first --peers sdpa_cudnn --settle-ms 1500 --out /tmp/r
 FLOPs: backward = 2.5x forward, forward+backward = 3.5x forward; causal FLOPs halved.
-Writes bwd_<gpu>.md and bwd_<gpu>.json. chiplet_fa backward times the bwd operator alone (given
-out and lse) with atomic dQ; the `det` column is deterministic mode under head_first. SDPA
-backward times torch.autograd.grad over a retained graph.
+Writes bwd_<gpu>.json and generates bwd.md again (a section per bwd JSON in --out). chiplet_fa
+backward times the bwd operator alone (given out and lse) with atomic dQ; the `det` column is
+deterministic mode under head_first. SDPA backward times torch.autograd.grad over a retained graph.
 """
 import argparse
 import sys
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
-from torch.nn.attention import SDPBackend, sdpa_kernel
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from clock_log import ClockLog, clock_pair, column_clocks  # noqa: E402
-from timing import (add_timing_argument, attention_flops, fmt, save_results, time_in_turns,  # noqa: E402
-                    timing_note, timing_options)
+import harness  # noqa: E402
+from harness import PEER_NAMES, Shape, fmt  # noqa: E402
 
 import chiplet_fa  # noqa: E402,F401  (registers the operators)
 
 MAPPINGS = ("block_first", "head_first", "swizzled_block_first", "swizzled_head_first")
-SDPA = {"sdpa_flash": SDPBackend.FLASH_ATTENTION, "sdpa_cudnn": SDPBackend.CUDNN_ATTENTION}
-RATIOS = (("sdpa_flash", "flash"), ("sdpa_cudnn", "cuDNN"))
-# (B, H_q, H_kv, N, D): the paper's shapes that fit the time budget (B 1..4, H 32/128, N 8K/32K,
-# GQA 64/8); --full adds H=128 at 32K, which alone takes about a minute.
-SWEEP = [(1, 128, 128, 8192, 128), (4, 32, 32, 8192, 128), (1, 32, 32, 32768, 128),
-         (1, 64, 8, 32768, 128)]
-FULL_EXTRA = [(1, 128, 128, 32768, 128)]
-QUICK = [(1, 128, 128, 8192, 128), (1, 64, 8, 8192, 128)]
-WIDE = [(1, 16, 16, 8192, 192), (1, 16, 8, 8192, 256)]  # D=256: Gemma-2-9B's 16/8 heads
+PEERS = ("sdpa_flash", "sdpa_cudnn")
+# The paper's shapes that fit the time budget (B 1..4, H 32/128, N 8K/32K, GQA 64/8); --full adds
+# H=128 at 32K, which alone takes about a minute.
+SWEEP = [Shape(1, 128, 128, 8192, 128), Shape(4, 32, 32, 8192, 128), Shape(1, 32, 32, 32768, 128),
+         Shape(1, 64, 8, 32768, 128)]
+FULL_EXTRA = [Shape(1, 128, 128, 32768, 128)]
+QUICK = [Shape(1, 128, 128, 8192, 128), Shape(1, 64, 8, 8192, 128)]
+WIDE = [Shape(1, 16, 16, 8192, 192), Shape(1, 16, 8, 8192, 256)]  # D=256: Gemma-2-9B's 16/8 heads
 # Issue #13's "done when": D=128 at H 32, 128 and GQA 64/8 over N 8K-32K, the small causal shapes,
 # then D=64/56/96 and the wide head dims (each causal and not, as --causal allows).
-ISSUE = ([(1, h, kv, n, 128) for h, kv in ((32, 32), (128, 128), (64, 8)) for n in (8192, 16384, 32768)]
-         + [(4, 32, 8, 4096, 128), (8, 16, 16, 2048, 64)]
-         + [(1, 32, 32, 8192, d) for d in (64, 56, 96)] + WIDE)
+ISSUE = ([Shape(1, h, kv, n, 128) for h, kv in ((32, 32), (128, 128), (64, 8)) for n in (8192, 16384, 32768)]
+         + [Shape(4, 32, 8, 4096, 128), Shape(8, 16, 16, 2048, 64)]
+         + [Shape(1, 32, 32, 8192, d) for d in (64, 56, 96)] + WIDE)
 BWD_FACTOR, FWD_BWD_FACTOR = 2.5, 3.5
 
 
@@ -50,13 +46,13 @@ def tflops(flops, ms):
     return None if ms is None else flops / ms / 1e9
 
 
-def run_shape(b, hq, hkv, n, d, causal, num_xcds, mappings, timing, peers=tuple(SDPA)):
+def run_shape(b, hq, hkv, n, d, causal, num_xcds, mappings, timing, peers=PEERS):
     gen = torch.Generator(device="cuda").manual_seed(0)
     q, k, v = (torch.randn(b, n, h, d, device="cuda", dtype=torch.bfloat16, generator=gen)
                for h in (hq, hkv, hkv))
     dout = torch.randn(b, n, hq, d, device="cuda", dtype=torch.bfloat16, generator=gen)
-    fwd_flops = attention_flops(b, hq, n, n, d, causal)
-    row = {"B": b, "H_q": hq, "H_kv": hkv, "N": n, "D": d, "causal": causal, "timing": timing_note(**timing)}
+    fwd_flops = harness.attention_flops(b, hq, n, n, d, causal)
+    row = {"B": b, "H_q": hq, "H_kv": hkv, "N": n, "D": d, "causal": causal, "timing": harness.timing_note(**timing)}
     ops = torch.ops.chiplet_fa
 
     def bwd(m, deterministic=False):
@@ -73,12 +69,11 @@ def run_shape(b, hq, hkv, n, d, causal, num_xcds, mappings, timing, peers=tuple(
         fns[f"{m}_fwdbwd"] = lambda m=m: fwd_bwd(m)
     fns["head_first_det_bwd"] = bwd("head_first", True)
 
-    leaves = [t.transpose(1, 2).detach().requires_grad_() for t in (q, k, v)]
+    leaves = [t.detach().requires_grad_() for t in harness.sdpa_views(q, k, v)]
     dout_t = dout.transpose(1, 2)
     for name in peers:
-        def fwd(backend=SDPA[name]):
-            with sdpa_kernel(backend):
-                return F.scaled_dot_product_attention(*leaves, is_causal=causal, enable_gqa=hq != hkv)
+        def fwd(peer=name):
+            return harness.sdpa(peer, *leaves, causal)
         try:
             kept = fwd()  # its graph kept for repeated backwards
         except RuntimeError:  # backend does not support this shape
@@ -87,7 +82,7 @@ def run_shape(b, hq, hkv, n, d, causal, num_xcds, mappings, timing, peers=tuple(
         fns[f"{name}_bwd"] = lambda kept=kept: torch.autograd.grad(kept, leaves, dout_t, retain_graph=True)
         fns[f"{name}_fwdbwd"] = lambda fwd=fwd: torch.autograd.grad(fwd(), leaves, dout_t)
     windows = {}
-    for key, ms in time_in_turns(fns, **timing, windows=windows).items():
+    for key, ms in harness.time_in_turns(fns, **timing, windows=windows).items():
         row[key] = tflops((BWD_FACTOR if key.endswith("_bwd") else FWD_BWD_FACTOR) * fwd_flops, ms)
     row["windows"] = windows  # column_clocks turns them into each column's SM clock
     return row
@@ -97,12 +92,13 @@ def best_mapping(r, kind):
     return max((m for m in MAPPINGS if f"{m}_{kind}" in r), key=lambda m: r[f"{m}_{kind}"])
 
 
-def markdown(rows, gpu, command):
-    lines = [f"# chiplet_fa backward, {gpu}, bf16 (TFLOP/s, median {rows[0]['timing']}; bwd = 2.5x fwd FLOPs, "
-             "fwd+bwd = 3.5x; causal FLOPs halved)", "", f"Command: `{command}`", ""]
+def markdown(result):
+    rows = result["rows"]
+    lines = [f"# chiplet_fa backward, {result['gpu']}, bf16 (TFLOP/s, median {rows[0]['timing']}; bwd = 2.5x fwd "
+             "FLOPs, fwd+bwd = 3.5x; causal FLOPs halved)", "", *harness.header_lines(result)]
     for kind, title in (("bwd", "Backward"), ("fwdbwd", "Forward + backward")):
         cols = [f"{m}_{kind}" for m in MAPPINGS if f"{m}_{kind}" in rows[0]] + (["head_first_det_bwd"] if kind == "bwd" else [])
-        peers = [(s, name) for s, name in RATIOS if f"{s}_{kind}" in rows[0]]  # the SDPA backends that ran
+        peers = [(s, name) for s, name in PEER_NAMES.items() if f"{s}_{kind}" in rows[0]]  # the peers that ran
         cols += [f"{s}_{kind}" for s, _ in peers]
         clocks = f"head_first_{kind}_mhz" in rows[0] and f"sdpa_cudnn_{kind}_mhz" in rows[0]
         lines += [f"## {title}", "",
@@ -116,62 +112,62 @@ def markdown(rows, gpu, command):
             lines.append(f"| {r['B']} | {r['H_q']} | {r['H_kv']} | {r['N']} | {r['D']} | "
                          f"{'yes' if r['causal'] else 'no'} | " + " | ".join(fmt(r[c]) for c in cols)
                          + "".join(f" | {ratio(f'{s}_{kind}')}" for s, _ in peers)
-                         + (f" | {clock_pair(r, f'head_first_{kind}', f'sdpa_cudnn_{kind}')}" if clocks else "")
+                         + (f" | {harness.clock_pair(r, f'head_first_{kind}', f'sdpa_cudnn_{kind}')}" if clocks else "")
                          + " |")
         lines.append("")
     return "\n".join(lines)
 
 
-def measure(shapes, mappings, args):
-    """One row a (shape, causal), a progress line each."""
+def measure(runs, mappings, args):
+    """One row a run, a progress line each."""
     rows = []
-    # A side stream for SDPA's kept forwards and the captures of their backwards (timing._Timer).
+    # A side stream for SDPA's kept forwards and the captures of their backwards (harness.Timer).
     stream = torch.cuda.Stream()
-    for i, (shape, causal) in enumerate(shapes):
+    for i, (*shape, causal) in enumerate(runs):
         with torch.cuda.stream(stream):
-            rows.append(run_shape(*shape, causal, args.num_xcds, mappings, timing_options(args), args.peers))
+            rows.append(run_shape(*shape, causal, args.num_xcds, mappings, harness.timing_options(args), args.peers))
         r = rows[-1]
-        print(f"[{i + 1}/{len(shapes)}] {shape} causal={causal}: bwd "
+        print(f"[{i + 1}/{len(runs)}] {tuple(shape)} causal={causal}: bwd "
               + ", ".join(f"{m} {r[f'{m}_bwd']:.0f}" for m in mappings)
-              + f", det {r['head_first_det_bwd']:.0f}, flash {fmt(r.get('sdpa_flash_bwd'))}, "
-              f"cudnn {fmt(r.get('sdpa_cudnn_bwd'))}; fwd+bwd head_first {fmt(r.get('head_first_fwdbwd'))}, "
-              f"cudnn {fmt(r.get('sdpa_cudnn_fwdbwd'))}", flush=True)
+              + f", det {r['head_first_det_bwd']:.0f}, "
+              + ", ".join(f"{PEER_NAMES[p]} {fmt(r.get(f'{p}_bwd'))}" for p in args.peers)
+              + f"; fwd+bwd head_first {fmt(r.get('head_first_fwdbwd'))}", flush=True)
         torch.cuda.empty_cache()
     return rows
 
 
-def main():
+def parser():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--quick", action="store_true", help="two 8K shapes only")
     ap.add_argument("--full", action="store_true", help="add H=128 at N=32K (about a minute more)")
     ap.add_argument("--wide", action="store_true", help="only head dims above 128: D=192 and 256 at N=8K")
     ap.add_argument("--issue", action="store_true", help="issue #13's points: the 16 shapes of its tables")
-    ap.add_argument("--causal", choices=["both", "yes", "no"], default="both")
-    add_timing_argument(ap)
+    harness.add_shapes_arguments(ap, "the paper's shapes (or --quick, --wide, --issue)")
+    harness.add_timing_arguments(ap)
     ap.add_argument("--num-xcds", type=int, default=8,
                     help="domains the swizzled policies assume (8 = MI300X; NVIDIA dispatch is not round-robin)")
-    ap.add_argument("--shapes", nargs="+", metavar="B,H_Q,H_KV,N,D", help="these shapes instead of the sweep")
     ap.add_argument("--mappings", nargs="+", choices=MAPPINGS, default=list(MAPPINGS),
                     help="time only these (head_first is always timed: the det column and the ratios use it)")
-    ap.add_argument("--peers", nargs="+", choices=tuple(SDPA), default=list(SDPA),
-                    help="the SDPA backends timed (default both); settled (--settle-ms 1500), a column "
-                         "takes ~2 s a shape")
-    args = ap.parse_args()
+    harness.add_peers_argument(ap, PEERS, choices=PEERS)
+    return ap
+
+
+def runs(args):
+    return harness.shape_runs(args, QUICK if args.quick else WIDE if args.wide else ISSUE if args.issue
+                              else SWEEP + (FULL_EXTRA if args.full else []))
+
+
+def main(argv=None):
+    args = parser().parse_args(argv)
     if not torch.cuda.is_available():
         sys.exit("bench/bwd.py needs a CUDA or ROCm device")
-    causals = {"both": (False, True), "yes": (True,), "no": (False,)}[args.causal]
-    sweep = (QUICK if args.quick else WIDE if args.wide else ISSUE if args.issue
-             else SWEEP + (FULL_EXTRA if args.full else []))
-    if args.shapes:
-        sweep = [tuple(int(x) for x in s.split(",")) for s in args.shapes]
-    shapes = [(s, c) for s in sweep for c in causals]
     mappings = tuple(m for m in MAPPINGS if m in args.mappings or m == "head_first")
-    with ClockLog(period_ms=50) as clocks:  # a column's 300 ms timing: ~6 samples
-        rows = measure(shapes, mappings, args)
-    column_clocks(rows, clocks)
-    md, _ = save_results(args.out, "bwd", rows, markdown)
-    print(md)
+    result = harness.result_header("bwd")
+    with harness.ClockLog(period_ms=50) as clocks:  # a column's 300 ms timing: ~6 samples
+        rows = measure(runs(args), mappings, args)
+    harness.column_clocks(rows, clocks)
+    print(harness.save_results(args.out, dict(result, rows=rows), markdown))
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ transformers' SDPA path ignores Gemma 2's attention softcap (5.17; later version
 Gemma 2, and its columns are then n/a): its Gemma 2 errors include that. Time: median ms per step.
 "sdpa_chiplet_fa" is the model's SDPA path (flash backend) with chiplet_fa activated as torch's
 flash-attention implementation (chiplet_fa.integrations.torch).
-Writes models_<gpu>.md and models_<gpu>.json.
+Writes models_<gpu>.json and generates models.md again (a section per models JSON in --out).
 """
 import argparse
 import contextlib
@@ -31,10 +31,11 @@ from pathlib import Path
 
 import torch
 import torch.utils.checkpoint
-from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch.nn.attention import sdpa_kernel
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from timing import save_results, time_ms  # noqa: E402
+import harness  # noqa: E402
+from harness import PEERS, time_ms  # noqa: E402
 
 import transformers  # noqa: E402
 import transformers.masking_utils  # noqa: E402
@@ -47,10 +48,8 @@ EAGER = "eager_chunked"
 # SDPA's flash backend with chiplet_fa installed behind it (torch's flash-attention registry).
 SDPA_CHIPLET = "sdpa_chiplet_fa"
 # Implementations compared (all) and timed (all but eager): name -> (attn_implementation, SDPA backend).
-IMPLS = {CHIPLET: (CHIPLET, None), EAGER: (EAGER, None), "sdpa": ("sdpa", None),
-         "sdpa_flash": ("sdpa", SDPBackend.FLASH_ATTENTION), "sdpa_cudnn": ("sdpa", SDPBackend.CUDNN_ATTENTION),
-         "sdpa_efficient": ("sdpa", SDPBackend.EFFICIENT_ATTENTION),
-         SDPA_CHIPLET: ("sdpa", SDPBackend.FLASH_ATTENTION)}
+IMPLS = {CHIPLET: (CHIPLET, None), EAGER: (EAGER, None), **{peer: ("sdpa", backend) for peer, backend in PEERS.items()},
+         SDPA_CHIPLET: ("sdpa", PEERS["sdpa_flash"])}
 BACKENDS = ("sdpa_flash", "sdpa_cudnn", "sdpa_efficient")
 TIMED = [i for i in IMPLS if i != EAGER]
 CHUNK = 1024  # query rows per chunk of the eager reference
@@ -196,27 +195,30 @@ def fmt_err(err):
     return "n/a" if err is None else f"{err:.2e}"
 
 
-def markdown(rows, gpu, command):
+def markdown(result):
+    rows = result["rows"]
     errs = [CHIPLET, EAGER, "sdpa"]
-    lines = [f"# transformers models with chiplet_fa vs SDPA, {gpu}", "",
-             f"Command: `{command}`; torch {torch.__version__}, transformers {transformers.__version__}.", "",
+    timed = [i for i in TIMED if f"{i}_ms" in rows[0]]  # tables from before sdpa_chiplet_fa lack it
+    vs_own = "sdpa_chiplet_fa_vs_own" in rows[0]
+    lines = [f"# transformers models with chiplet_fa vs SDPA, {result['gpu']}", "", *harness.header_lines(result),
+             f"torch {result['torch']}, transformers {result['transformers']}.", "",
              "Times: median ms per step. Errors: max |x - ref| / max |ref| against eager attention in float32 "
              "(float64 for a float32 model) on the same weights: logits for prefill, the worst parameter gradient "
              "for train. 2x: chiplet_fa's error <= 2 x eager's in the model dtype + floor. SDPA spread: largest "
-             "difference between two SDPA backends. transformers' SDPA ignores Gemma 2's attention softcap. "
-             f"{SDPA_CHIPLET}: SDPA's flash backend with chiplet_fa active as torch's flash-attention "
-             "implementation; 'vs own' is its difference from the chiplet_fa backend's result.",
-             "", "| model | batch | task | tokens | " + " | ".join(f"{i} ms" for i in TIMED)
-             + " | sdpa / chiplet_fa | " + " | ".join(f"{i} err" for i in errs) + " | 2x | SDPA spread | "
-             + f"{SDPA_CHIPLET} vs own |",
-             "|" + "---|" * (8 + len(TIMED) + len(errs))]
+             "difference between two SDPA backends. transformers' SDPA ignores Gemma 2's attention softcap."
+             + (f" {SDPA_CHIPLET}: SDPA's flash backend with chiplet_fa active as torch's flash-attention "
+                "implementation; 'vs own' is its difference from the chiplet_fa backend's result." if vs_own else ""),
+             "", "| model | batch | task | tokens | " + " | ".join(f"{i} ms" for i in timed)
+             + " | sdpa / chiplet_fa | " + " | ".join(f"{i} err" for i in errs) + " | 2x | SDPA spread |"
+             + (f" {SDPA_CHIPLET} vs own |" if vs_own else ""),
+             "|" + "---|" * (7 + vs_own + len(timed) + len(errs))]
     for r in rows:
         speedup = "n/a" if not r["sdpa_ms"] else f"{r['sdpa_ms'] / r[f'{CHIPLET}_ms']:.2f}"
         lines.append(f"| {r['model']} | {r['batch']} | {r['task']} | {r['tokens']} | "
-                     + " | ".join(fmt_ms(r[f"{i}_ms"]) for i in TIMED) + f" | {speedup} | "
+                     + " | ".join(fmt_ms(r[f"{i}_ms"]) for i in timed) + f" | {speedup} | "
                      + " | ".join(fmt_err(r[f"{i}_err"]) for i in errs)
-                     + f" | {'yes' if r['two_x'] else 'NO'} | {fmt_err(r['sdpa_spread'])} | "
-                     + f"{fmt_err(r['sdpa_chiplet_fa_vs_own'])} |")
+                     + f" | {'yes' if r['two_x'] else 'NO'} | {fmt_err(r['sdpa_spread'])} |"
+                     + (f" {fmt_err(r['sdpa_chiplet_fa_vs_own'])} |" if vs_own else ""))
     return "\n".join(lines) + "\n"
 
 
@@ -241,6 +243,7 @@ def main(argv=None):
     args.floor = 1e-5 if args.dtype == torch.float32 else 1e-3
     args.min_ms = 20.0 if args.tiny else 300.0
     cfgs = configs(args.tiny, args.layers)
+    result = harness.result_header("models", torch=torch.__version__, transformers=transformers.__version__)
     rows = []
     for name in args.models:
         model, reference = build(cfgs[name], args, device)
@@ -255,8 +258,7 @@ def main(argv=None):
                 if device == "cuda":
                     torch.cuda.empty_cache()
         del model, reference
-    md, _ = save_results(args.out, "models", rows, markdown)
-    print(md)
+    print(harness.save_results(args.out, dict(result, rows=rows), markdown))
     return rows
 
 

@@ -6,18 +6,17 @@ the peer a user without a varlen kernel has.
   python bench/varlen.py --out bench/results
 FLOPs of a packed batch are counted per sequence (4 * len_q * len_k * H * D forward, causal
 halved, backward 2.5x), so a mix and a fixed length are compared at the work they really do.
-Writes varlen_<gpu>.md and .json.
+Writes varlen_<gpu>.json and generates varlen.md again (a section per varlen JSON in --out).
 """
 import itertools
 import sys
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
-from torch.nn.attention import SDPBackend, sdpa_kernel
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from timing import attention_flops, fmt, gpu_bench_args, save_results, time_ms  # noqa: E402
+import harness  # noqa: E402
+from harness import attention_flops, fmt, time_ms  # noqa: E402
 
 import chiplet_fa  # noqa: E402,F401
 
@@ -59,20 +58,19 @@ def run(name, lens, hq, hkv, d, causal):
     row["dense_bwd"] = 2.5 * dense_flops / time_ms(lambda: ops.bwd(dod, qd, kd, vd, out_d, lse_d, causal=causal)) / 1e9
     # SDPA flash, one call per sequence (what a padded-free user without varlen must do).
     bounds = list(zip(cu[:-1].tolist(), cu[1:].tolist()))
-    rep = hq // hkv
 
     def per_sequence():
         for a, b in bounds:
-            F.scaled_dot_product_attention(q[a:b].transpose(0, 1)[None], k[a:b].repeat_interleave(rep, 1).transpose(0, 1)[None],
-                                           v[a:b].repeat_interleave(rep, 1).transpose(0, 1)[None], is_causal=causal)
-    with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
-        row["sdpa_flash_per_seq_fwd"] = flops / time_ms(per_sequence) / 1e9
+            harness.sdpa("sdpa_flash", *harness.sdpa_views(q[None, a:b], k[None, a:b], v[None, a:b], expand_kv=True),
+                         causal)
+    row["sdpa_flash_per_seq_fwd"] = flops / time_ms(per_sequence) / 1e9
     return row
 
 
-def markdown(rows, gpu, command):
-    lines = [f"# chiplet_fa packed (varlen) batches, {gpu}, bf16, auto mapping (TFLOP/s, median)", "",
-             f"Command: `{command}`", "",
+def markdown(result):
+    rows = result["rows"]
+    lines = [f"# chiplet_fa packed (varlen) batches, {result['gpu']}, bf16, auto mapping (TFLOP/s, median)", "",
+             *harness.header_lines(result),
              f"Every row has {TOKENS} tokens. dense = the fixed-length kernel on the same tokens as equal "
              "sequences of the mean length; FLOPs per sequence (causal halved, backward 2.5x forward).", "",
              "| mix | seqs | H_q | H_kv | D | causal | varlen fwd | dense fwd | varlen / dense fwd | varlen bwd | "
@@ -87,15 +85,15 @@ def markdown(rows, gpu, command):
 
 
 def main():
-    args = gpu_bench_args(__doc__)
+    args = harness.gpu_bench_args(__doc__)
+    result = harness.result_header("varlen")
     rows = []
     for (name, lens), (hq, hkv, d), causal in itertools.product(MIXES, HEADS, (True, False)):
         assert sum(lens) == TOKENS, name
         rows.append(run(name, lens, hq, hkv, d, causal))
         print({k: fmt(v) if isinstance(v, float) else v for k, v in rows[-1].items()}, flush=True)
         torch.cuda.empty_cache()
-    md, _ = save_results(args.out, "varlen", rows, markdown)
-    print(md)
+    print(harness.save_results(args.out, dict(result, rows=rows), markdown))
 
 
 if __name__ == "__main__":

@@ -59,7 +59,7 @@ def format_build_info(info: dict) -> str:
         value = ", ".join(info[key]) if isinstance(info[key], list) else info[key]
         lines.append(f"  {key:17s} {value if value not in (None, '') else '-'}")
     if info.get("trace"):
-        lines.append("  trace             ON: a diagnostic build, its sm90 kernels record timelines (bench/trace.py)")
+        lines.append("  trace             ON: a diagnostic build, its sm90 kernels record timelines (tools/probes/trace.py)")
     for family, kinds in info["kernels"].items():
         for kind, v in kinds.items():
             lines.append(f"  kernels {family:9s} {kind}: {'/'.join(v['dtypes'])} head dims "

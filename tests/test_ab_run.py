@@ -1,4 +1,4 @@
-"""bench/ab_run.sh's rounds (AB_ROUNDS) on this machine: pip, the smoke sweep and the benchmark
+"""tools/device/ab_run.sh's rounds (AB_ROUNDS) on this machine: pip, the smoke sweep and the benchmark
 are stand-ins, so what is checked is the script's own work. Each variant's benchmark must import
 that variant's build (not the last one installed), the rounds must take turns starting with a
 different variant, and the table must give the medians and ranges over the rounds. Both device
@@ -21,7 +21,7 @@ if [ "$1 $2" = "-m pip" ]; then
   rm -rf "$FAKE_SITE/chiplet_fa" && mkdir -p "$FAKE_SITE/chiplet_fa" &&
     cp marker.txt "$FAKE_SITE/chiplet_fa/marker" && : > "$FAKE_SITE/chiplet_fa/__init__.py"; exit
 fi
-[ "$1" = bench/gpu_smoke.py ] && { echo "0 failures"; exit 0; }
+[ "$4" = tests/test_gpu_smoke.py ] && { echo "1 passed"; exit 0; }
 exec "$REAL_PYTHON" "$@"
 """
 
@@ -42,9 +42,10 @@ with open(pathlib.Path(__file__).parent.parent / "order.log", "a") as f:
 @pytest.mark.skipif(shutil.which("git") is None or shutil.which("timeout") is None, reason="needs git and timeout")
 def test_rounds_take_turns_on_each_variants_own_build(tmp_path):
     repo, bin_, site, out = (tmp_path / d for d in ("repo", "bin", "site", "out"))
-    (repo / "bench").mkdir(parents=True)
-    for f in ("ab_run.sh", "apply_patch.sh", "ab_table.py"):
-        shutil.copy(ROOT / "bench" / f, repo / "bench" / f)
+    (repo / "tools" / "device").mkdir(parents=True)
+    for f in ("ab_run.sh", "shared.sh", "ab_table.py"):
+        shutil.copy(ROOT / "tools" / "device" / f, repo / "tools" / "device" / f)
+    (repo / "bench").mkdir()
     (repo / "bench" / "fake_bench.py").write_text(FAKE_BENCH)
     (repo / "marker.txt").write_text("tree\n")
     (tmp_path / "fast.patch").write_text(
@@ -54,7 +55,7 @@ def test_rounds_take_turns_on_each_variants_own_build(tmp_path):
     (bin_ / "python3").chmod(0o755)
     env = dict(os.environ, PATH=f"{bin_}:{os.environ['PATH']}", REAL_PYTHON=sys.executable, FAKE_SITE=str(site),
                PYTHONPATH=str(site), OUT=str(out), AB_ROUNDS="2", AB_BENCH="python3 bench/fake_bench.py")
-    r = subprocess.run(["bash", "bench/ab_run.sh", str(tmp_path / "fast.patch")], cwd=repo, env=env,
+    r = subprocess.run(["bash", "tools/device/ab_run.sh", str(tmp_path / "fast.patch")], cwd=repo, env=env,
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
     # The last build installed is the tree's again (the patch taken out), yet round 0 ran the patched
@@ -78,7 +79,7 @@ def test_tests_on_a_build_of_one_dtype_are_refused_before_any_install(tmp_path, 
                AB_BENCH="true", PATH=f"{tmp_path}:{os.environ['PATH']}")
     (tmp_path / "python3").write_text("#!/usr/bin/env bash\necho install >> \"$OUT/../calls\"; exit 1\n")
     (tmp_path / "python3").chmod(0o755)
-    r = subprocess.run(["bash", str(ROOT / "bench" / "ab_run.sh")], cwd=tmp_path, env=env, capture_output=True,
+    r = subprocess.run(["bash", str(ROOT / "tools" / "device" / "ab_run.sh")], cwd=tmp_path, env=env, capture_output=True,
                        text=True, timeout=60)
     assert ("builds one only" in r.stderr) == refused
     assert (r.returncode == 2) == refused
@@ -88,7 +89,7 @@ def test_tests_on_a_build_of_one_dtype_are_refused_before_any_install(tmp_path, 
 
 def test_device_run_refuses_the_tests_stage_on_a_build_of_one_dtype(tmp_path):
     env = dict(os.environ, OUT=str(tmp_path / "out"), CHIPLET_FA_DTYPES="bf16")
-    r = subprocess.run(["bash", str(ROOT / "bench" / "device_run.sh"), "errors", "tests"], cwd=ROOT, env=env,
+    r = subprocess.run(["bash", str(ROOT / "tools" / "device" / "device_run.sh"), "errors", "tests"], cwd=ROOT, env=env,
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "builds one only" in r.stderr
     assert "=== build" not in r.stdout  # refused before the install

@@ -1,10 +1,10 @@
-"""bench/ab_table.py (the comparison bench/ab_run.sh prints) on fake benchmark results."""
+"""tools/device/ab_table.py (the comparison tools/device/ab_run.sh prints) on fake benchmark results."""
 import importlib.util
 import json
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-spec = importlib.util.spec_from_file_location("ab_table", ROOT / "bench" / "ab_table.py")
+spec = importlib.util.spec_from_file_location("ab_table", ROOT / "tools" / "device" / "ab_table.py")
 ab = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(ab)
 
@@ -55,7 +55,7 @@ def test_deterministic_backward_gets_a_row_of_its_own(tmp_path):
 def test_rows_of_other_tools_are_left_out(tmp_path):
     write(tmp_path, "0-tree", [dict(SHAPE, causal=True, head_first=231.0, sdpa_cudnn=330.0)])
     write(tmp_path, "0-tree", [dict(SHAPE, causal=True, call="bwd", kernel="bwd_kv_kernel", us=556.0)],
-          stem="kernel")  # bench/kernel_times.py's file: kernel_times_<gpu>.json
+          stem="kernel")  # tools/probes/kernel_times.py's file: kernel_times_<gpu>.json
     assert ab.table(tmp_path).splitlines()[2:] == ["| fwd | 8x16/16 N=2048 D=64 | yes | 231 | 0.70 |"]
 
 

@@ -20,6 +20,10 @@ def table_rows(md):
     return [line.strip("|").split("|") for line in md.splitlines() if line.startswith("|")]
 
 
+def result(*rows):
+    return {"command": "python bench/x.py", "tree": "abc1234", "gpu": "GPU", "clocks": None, "rows": list(rows)}
+
+
 def shape(**extra):
     return {"B": 1, "H_q": 32, "H_kv": 32, "N": 8192, "D": 128, "causal": False, "timing": "of replays", **extra}
 
@@ -29,7 +33,7 @@ def shape(**extra):
 def test_forward_table_has_a_ratio_a_peer(peers, ratios):
     fwd = load("fwd")
     row = shape(block_first=500.0, head_first=600.0, **{p: 550.0 for p in peers})
-    md = fwd.markdown([row], "GPU", "python bench/fwd.py")
+    md = fwd.markdown(result(row))
     header, sep, cells = table_rows(md)
     assert [h.strip() for h in header][-1 - len(ratios):] == ["head_first / block_first"] + [
         f"head_first / {r}" for r in ratios]
@@ -43,7 +47,7 @@ def test_backward_tables_have_a_ratio_a_peer(peers):
     bwd = load("bwd")
     row = shape(head_first_bwd=520.0, head_first_fwdbwd=540.0, head_first_det_bwd=480.0,
                 **{f"{p}_{k}": 500.0 for p in peers for k in ("bwd", "fwdbwd")})
-    md = bwd.markdown([row], "GPU", "python bench/bwd.py")
+    md = bwd.markdown(result(row))
     tables = table_rows(md)
     assert len(tables) == 6  # header, separator and one row, backward then forward+backward
     for header, sep, cells in (tables[:3], tables[3:]):
@@ -56,21 +60,21 @@ def test_backward_tables_have_a_ratio_a_peer(peers):
 def test_clock_column_when_the_clocks_were_sampled():
     fwd, bwd = load("fwd"), load("bwd")
     row = shape(block_first=500.0, head_first=600.0, sdpa_cudnn=550.0, head_first_mhz=1755.4, sdpa_cudnn_mhz=None)
-    header, _, cells = table_rows(fwd.markdown([row], "GPU", "cmd"))
+    header, _, cells = table_rows(fwd.markdown(result(row)))
     assert header[-1].strip() == "SM MHz head_first / cuDNN" and cells[-1].strip() == "1755 / n/a"
-    assert "SM MHz" not in fwd.markdown([shape(head_first=600.0, sdpa_cudnn=550.0)], "GPU", "cmd")
+    assert "SM MHz" not in fwd.markdown(result(shape(head_first=600.0, sdpa_cudnn=550.0)))
     row = shape(head_first_bwd=520.0, head_first_fwdbwd=540.0, head_first_det_bwd=480.0, sdpa_cudnn_bwd=500.0,
                 sdpa_cudnn_fwdbwd=500.0, head_first_bwd_mhz=1700.0, sdpa_cudnn_bwd_mhz=1650.0,
                 head_first_fwdbwd_mhz=1500.0, sdpa_cudnn_fwdbwd_mhz=1626.0)
-    tables = table_rows(bwd.markdown([row], "GPU", "cmd"))
+    tables = table_rows(bwd.markdown(result(row)))
     assert [t[-1].strip() for t in (tables[2], tables[5])] == ["1700 / 1650", "1500 / 1626"]
     assert all(len(t) == len(tables[0]) for t in tables[:3])
 
 
 def test_timed_windows_become_column_clocks():
-    clock_log = load("clock_log")
-    log = clock_log.ClockLog()
+    harness = load("harness")
+    log = harness.ClockLog()
     log.rows = [(1.0, 1500.0, 600.0), (2.0, 1700.0, 650.0), (5.0, 1980.0, 300.0)]
     rows = [{"windows": {"head_first": [(0.5, 1.5), (1.9, 2.1)], "sdpa_cudnn": [(4.0, 6.0)], "block_first": [(3, 4)]}}]
-    clock_log.column_clocks(rows, log)
+    harness.column_clocks(rows, log)
     assert rows == [{"head_first_mhz": 1600.0, "sdpa_cudnn_mhz": 1980.0, "block_first_mhz": None}]

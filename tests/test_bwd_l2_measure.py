@@ -1,4 +1,4 @@
-"""bench/bwd_l2_measure.py's table from a saved Nsight Compute CSV (no GPU)."""
+"""tools/l2/bwd_l2_measure.py's table from a saved Nsight Compute CSV (no GPU)."""
 import importlib.util
 import json
 from pathlib import Path
@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-spec = importlib.util.spec_from_file_location("bwd_l2_measure", ROOT / "bench" / "bwd_l2_measure.py")
+spec = importlib.util.spec_from_file_location("bwd_l2_measure", ROOT / "tools" / "l2" / "bwd_l2_measure.py")
 bl2 = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(bl2)
 
@@ -24,19 +24,19 @@ def fake_csv(n):
 def test_rows_follow_the_plan_atomic_then_deterministic(tmp_path):
     points = bl2.plan()
     (tmp_path / "raw.csv").write_text(fake_csv(len(points)))
-    assert bl2.main(["--from-csv", str(tmp_path / "raw.csv"), "--out", str(tmp_path)]) == 0
+    assert bl2.main(["--from-csv", str(tmp_path / "raw.csv"), "--out", str(tmp_path), "--tag", "h200"]) == 0
     rows = json.loads((tmp_path / "bwd_l2_h200.json").read_text())["rows"]
     assert [r["mode"] for r in rows[:2]] == ["atomic", "det"]
     assert [r["hit_rate"] for r in rows] == pytest.approx([10 * i + 5 for i in range(len(points))])
     assert rows[1]["dram_read_bytes"] == pytest.approx(2e9) and rows[1]["time_ms"] == pytest.approx(2.0)
-    md = (tmp_path / "bwd_l2_h200.md").read_text()
+    md = (tmp_path / "bwd_l2.md").read_text()
     assert "| 1 | 64 | 8 | 32768 | 128 | yes | det | 15.0% | 2.0 GB | 2.00 |" in md
 
 
 def test_missing_kernels_fail_and_show_as_missing(tmp_path):
     (tmp_path / "raw.csv").write_text(fake_csv(2))
-    assert bl2.main(["--from-csv", str(tmp_path / "raw.csv"), "--out", str(tmp_path)]) == 1
-    assert (tmp_path / "bwd_l2_h200.md").read_text().count("| n/a | n/a | n/a |") == len(bl2.plan()) - 2
+    assert bl2.main(["--from-csv", str(tmp_path / "raw.csv"), "--out", str(tmp_path), "--tag", "h200"]) == 1
+    assert (tmp_path / "bwd_l2.md").read_text().count("| n/a | n/a | n/a |") == len(bl2.plan()) - 2
 
 
 def test_the_worker_command_line_needs_no_out(monkeypatch):

@@ -1,4 +1,4 @@
-"""bench/clock_log.py against a stand-in `nvidia-smi` on PATH: which power field it asks for, how
+"""bench/harness.py's ClockLog against a stand-in `nvidia-smi` on PATH: which power field it asks for, how
 it reads the samples, and what a window without samples gives."""
 import importlib.util
 import os
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-spec = importlib.util.spec_from_file_location("clock_log", ROOT / "bench" / "clock_log.py")
+spec = importlib.util.spec_from_file_location("harness", ROOT / "bench" / "harness.py")
 clock_log = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(clock_log)
 

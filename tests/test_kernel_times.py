@@ -1,11 +1,11 @@
-"""bench/kernel_times.py's arithmetic on the CPU: per-call kernel times and the span of a call."""
+"""tools/probes/kernel_times.py's arithmetic on the CPU: per-call kernel times and the span of a call."""
 import importlib.util
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-spec = importlib.util.spec_from_file_location("kernel_times", ROOT / "bench" / "kernel_times.py")
+spec = importlib.util.spec_from_file_location("kernel_times", ROOT / "tools" / "probes" / "kernel_times.py")
 kernel_times = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(kernel_times)
 

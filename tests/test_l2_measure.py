@@ -1,4 +1,4 @@
-"""bench/l2_measure.py's ncu CSV parsing and tables, on a fake Nsight Compute CSV."""
+"""tools/l2/l2_measure.py's ncu CSV parsing and tables, on a fake Nsight Compute CSV."""
 import importlib.util
 import json
 from pathlib import Path
@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-spec = importlib.util.spec_from_file_location("l2_measure", ROOT / "bench" / "l2_measure.py")
+spec = importlib.util.spec_from_file_location("l2_measure", ROOT / "tools" / "l2" / "l2_measure.py")
 l2 = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(l2)
 
@@ -50,7 +50,7 @@ def test_parse_rejects_output_without_csv_and_unknown_units():
 
 
 def test_from_csv_writes_measured_next_to_predicted(tmp_path):
-    points = l2.plan(l2.SWEEP[:1])  # B=1 H=128 N=8K, four mappings
+    points = l2.plan([(*l2.SWEEP[0][:5], False)])  # B=1 H=128 N=8K, four mappings
     values = [(0.2 + i, f"{10 + i}", "Gbyte", "1000", "1000000") for i in range(len(points))]
     csv_path = tmp_path / "raw.csv"
     csv_path.write_text(fake_csv(values))
@@ -65,7 +65,7 @@ def test_from_csv_writes_measured_next_to_predicted(tmp_path):
     assert by["head_first"]["pred_hit_rate"] > 90 > by["block_first"]["pred_hit_rate"]
     md = (tmp_path / "l2_test.md").read_text()
     assert "| 1 | 128 | 128 | 8192 | 128 | head_first | 1.20% |" in md
-    assert "Command: `python bench/l2_measure.py --quick --from-csv" in md
+    assert "Command: `python tools/l2/l2_measure.py --quick --from-csv" in md
 
 
 def test_the_model_columns_name_the_preset_of_the_gpu_measured(tmp_path):
@@ -78,7 +78,7 @@ def test_the_model_columns_name_the_preset_of_the_gpu_measured(tmp_path):
 
 
 def test_missing_kernels_leave_measured_fields_empty(tmp_path):
-    points = l2.plan(l2.SWEEP[:1])
+    points = l2.plan([(*l2.SWEEP[0][:5], False)])
     csv_path = tmp_path / "raw.csv"
     csv_path.write_text(fake_csv([(50.0, "1", "Gbyte", "1", "1")]))
     assert l2.main(["--quick", "--from-csv", str(csv_path), "--out", str(tmp_path), "--tag", "t"]) == 1
@@ -111,7 +111,7 @@ def test_sm_read_rates_leave_out_the_fabric_lookups(tmp_path):
 def test_loads_not_from_dram_divide_by_what_the_kernel_loads(tmp_path):
     # The SMs' read sectors can exceed the kernel's loads (block_first's extra quarter); DRAM bytes
     # against the loads' own bytes (the model's trace) give block_first ~0% and head_first ~98%.
-    points = l2.plan(l2.SWEEP[:1])
+    points = l2.plan([(*l2.SWEEP[0][:5], False)])
     load = l2.predict(points[0], 1, 128, "h200")["load_bytes"]  # every mapping loads the same tiles
     assert load == 64 * 128 * (2 * 8192 * 128 * 2) + 128 * 8192 * 128 * 2  # K, V per tile; Q once
     values = [(25.0, str(load * 0.999), "byte", "1", "1"), (97.0, str(load * 0.02), "byte", "1", "1")]
@@ -128,8 +128,8 @@ def test_loads_not_from_dram_divide_by_what_the_kernel_loads(tmp_path):
 
 def test_causal_shapes_and_the_sm_activity_columns(tmp_path):
     """--shapes/--causal/--mappings pick the points; SM active and instructions come from their metrics."""
-    argv = ["--shapes", "8,16,16,2048,64", "--causal", "--mappings", "block_first", "head_first"]
-    points = l2.plan([(8, 16, 16, 2048, 64)], ["block_first", "head_first"], causal=True)
+    argv = ["--shapes", "8,16,16,2048,64,causal", "--causal", "yes", "--mappings", "block_first", "head_first"]
+    points = l2.plan([(8, 16, 16, 2048, 64, True)], ["block_first", "head_first"])
     text = fake_csv([(90.0, "1", "Gbyte", "1", "180000", "1000", "900")] * 2).splitlines()
     extra = []
     for i, (active, inst) in enumerate([(870, "5,000,000"), (800, "6,500,000")]):

@@ -1,4 +1,4 @@
-"""bench/ncu_sass_top.py on a table shaped like Nsight Compute's source-page CSV (no GPU): the header
+"""tools/sass/ncu_sass_top.py on a table shaped like Nsight Compute's source-page CSV (no GPU): the header
 found past profiler messages, thousands separators read, columns named by a part of their header."""
 import importlib.util
 from pathlib import Path
@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-spec = importlib.util.spec_from_file_location("ncu_sass_top", ROOT / "bench" / "ncu_sass_top.py")
+spec = importlib.util.spec_from_file_location("ncu_sass_top", ROOT / "tools" / "sass" / "ncu_sass_top.py")
 ncu_sass_top = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(ncu_sass_top)
 

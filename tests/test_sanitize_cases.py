@@ -1,4 +1,4 @@
-"""bench/sanitize_cases.py's choice of cases on a reduced build (what the device runs under
+"""tools/device/sanitize_cases.py's choice of cases on a reduced build (what the device runs under
 compute-sanitizer): a case the build lacks kernels for is left out, the others stay."""
 import importlib
 import sys
@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools" / "device"))
 sanitize_cases = importlib.import_module("sanitize_cases")
-gpu_smoke = importlib.import_module("gpu_smoke")
+build_coverage = importlib.import_module("build_coverage")
 
 
 @pytest.fixture
@@ -16,9 +16,9 @@ def reduced_build(monkeypatch):
     """An sm90 build with these dtypes and head dims, forward and backward (no mma_sync kernels)."""
     def build(dtypes, head_dims):
         kernels = {"dtypes": dtypes, "head_dims": head_dims}
-        monkeypatch.setattr(gpu_smoke, "family_kernels", lambda: {"fwd": kernels, "bwd": kernels})
-        monkeypatch.setattr(gpu_smoke.chiplet_fa, "kernel_path", lambda: "sm90 on a test device")
-        monkeypatch.setattr(gpu_smoke.chiplet_fa, "build_info", lambda: {"kernels": {}})
+        monkeypatch.setattr(build_coverage, "family_kernels", lambda: {"fwd": kernels, "bwd": kernels})
+        monkeypatch.setattr(build_coverage.chiplet_fa, "kernel_path", lambda: "sm90 on a test device")
+        monkeypatch.setattr(build_coverage.chiplet_fa, "build_info", lambda: {"kernels": {}})
         return [i for i, (run, case) in enumerate(sanitize_cases.CASES) if sanitize_cases.in_build(run, case)]
     return build
 

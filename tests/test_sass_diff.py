@@ -1,10 +1,10 @@
-"""bench/sass_diff.py's parsing of ptxas and cuobjdump output (the compiles themselves need nvcc
+"""tools/sass/sass_diff.py's parsing of ptxas and cuobjdump output (the compiles themselves need nvcc
 and cuobjdump): what counts as the same SASS, and whose spills a row reports."""
 import importlib.util
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-spec = importlib.util.spec_from_file_location("sass_diff", ROOT / "bench" / "sass_diff.py")
+spec = importlib.util.spec_from_file_location("sass_diff", ROOT / "tools" / "sass" / "sass_diff.py")
 sass_diff = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(sass_diff)
 

@@ -1,4 +1,4 @@
-"""bench/timing.py's turns (time_in_turns) on the CPU, where it times by the wall clock: what is
+"""bench/harness.py's turns (time_in_turns) on the CPU, where it times by the wall clock: what is
 called in which order, not how long anything takes."""
 import importlib.util
 from pathlib import Path
@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-spec = importlib.util.spec_from_file_location("timing", ROOT / "bench" / "timing.py")
+spec = importlib.util.spec_from_file_location("timing", ROOT / "bench" / "harness.py")
 timing = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(timing)
 
@@ -76,7 +76,7 @@ def test_settling_runs_the_column_untimed_before_its_timing():
 def test_options_from_the_command_line():
     import argparse
     ap = argparse.ArgumentParser()
-    timing.add_timing_argument(ap)
+    timing.add_timing_arguments(ap)
     opts = timing.timing_options(ap.parse_args(["--rounds", "3", "--settle-ms", "500", "--rotate",
                                                 "--rest-ms", "800"]))
     assert opts == {"graph": True, "rounds": 3, "settle_ms": 500.0, "rotate": True, "rest_ms": 800.0}

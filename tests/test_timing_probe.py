@@ -1,4 +1,4 @@
-"""bench/timing_probe.py's bookkeeping on the CPU (its timings need a GPU): each call timed once,
+"""tools/probes/timing_probe.py's bookkeeping on the CPU (its timings need a GPU): each call timed once,
 under its name."""
 import importlib.util
 from pathlib import Path
@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-spec = importlib.util.spec_from_file_location("timing_probe", ROOT / "bench" / "timing_probe.py")
+spec = importlib.util.spec_from_file_location("timing_probe", ROOT / "tools" / "probes" / "timing_probe.py")
 timing_probe = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(timing_probe)
 

@@ -1,4 +1,4 @@
-"""bench/trace.py on the CPU: decoding kernels/trace.h's buffer layout and the timeline arithmetic,
+"""tools/probes/trace.py on the CPU: decoding kernels/trace.h's buffer layout and the timeline arithmetic,
 on hand-made events; and the default build's refusal to trace."""
 import importlib.util
 from pathlib import Path
@@ -9,7 +9,7 @@ import torch
 import chiplet_fa
 
 ROOT = Path(__file__).resolve().parents[1]
-spec = importlib.util.spec_from_file_location("trace", ROOT / "bench" / "trace.py")
+spec = importlib.util.spec_from_file_location("trace", ROOT / "tools" / "probes" / "trace.py")
 trace = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(trace)
 
@@ -140,8 +140,10 @@ def test_the_layout_constants_are_the_headers():
 def test_markdown_has_a_row_a_pass_for_each_shape_and_mapping():
     fwd = trace.summarize_fwd(trace.decode(buffer(1, tile(0, 0, 0, 0, 1000, 2)), SLOTS))
     bwd = trace.summarize_bwd(trace.decode(buffer(1, workgroup(0, 0, 0, (900, 1000), 4)), SLOTS))
-    rows = [{"shape": "8,16,16,2048,64,1", "mapping": m, "fwd": fwd, "bwd": bwd} for m in ("head_first", "block_first")]
-    md = trace.markdown(rows, "GPU", "python bench/trace.py")
-    assert sum(line.startswith("| 8,16,16,2048,64,1 | ") for line in md.splitlines()) == 4
+    rows = [{"shape": "8,16,16,2048,64,causal", "mapping": m, "fwd": fwd, "bwd": bwd}
+            for m in ("head_first", "block_first")]
+    md = trace.markdown({"command": "python tools/probes/trace.py", "tree": "abc1234", "gpu": "GPU", "clocks": None,
+                         "rows": rows})
+    assert sum(line.startswith("| 8,16,16,2048,64,causal | ") for line in md.splitlines()) == 4
     assert "0.500 / 0.500 / 0.500" in md
     assert "| - | 0.500 |" in md and "| - | 0.250 |" in md  # one tile, one workgroup: no fixed part to fit
