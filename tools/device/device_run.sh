@@ -14,6 +14,7 @@
 #   l2bwd     tools/l2/bwd_l2_measure.py: the backward main pass's L2 hits, atomic and deterministic dQ
 #   bwd       bench/bwd.py (BWD_ARGS)
 #   varlen    bench/varlen.py
+#   decode    bench/decode.py: KV-cache decoding against SDPA (DECODE_ARGS, e.g. --quick)
 #   kernels   tools/probes/kernel_times.py (KT_ARGS, e.g. "--graph --settle-ms 1000 --shapes ..."), with an
 #             nvidia-smi trace of power and SM clock every 200 ms beside it (smi_kernels.csv)
 #   models    bench/models.py: transformers models with chiplet_fa vs SDPA (needs transformers; MODELS_ARGS)
@@ -157,6 +158,8 @@ torch.cuda.synchronize()" > /dev/null 2>&1 || status=1
       echo "forward SASS: $(grep -c '^ */\*[0-9a-f]*\*/' "$OUT/sass_fwd_hdim$phd.txt") instructions" ;;
     bwd) timeout ${BWD_TIMEOUT:-400} python3 bench/bwd.py --out "$OUT" ${BWD_ARGS:-} 2>&1 | tee "$OUT/bwd.log" | tail -20 || status=1 ;;
     varlen) python3 bench/varlen.py --out "$OUT" 2>&1 | tee "$OUT/varlen.log" | tail -20 || status=1 ;;
+    decode) timeout ${DECODE_TIMEOUT:-400} python3 bench/decode.py --out "$OUT" ${DECODE_ARGS:-} 2>&1 | tee "$OUT/decode.log" \
+              | tail -40 || status=1 ;;
     trace) timeout ${TRACE_TIMEOUT:-300} python3 tools/probes/trace.py --out "$OUT" ${TRACE_ARGS:---shapes 8,16,16,2048,64,causal} 2>&1 \
              | tee "$OUT/trace.log" | tail -25 || status=1 ;;
     models) timeout ${MODELS_TIMEOUT:-580} python3 bench/models.py --out "$OUT" ${MODELS_ARGS:-} 2>&1 | tee "$OUT/models.log" | tail -25 || status=1 ;;
