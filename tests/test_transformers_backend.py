@@ -188,6 +188,32 @@ def test_padded_generation_matches_eager(references, name, cache):
         torch.testing.assert_close(got, want, rtol=1e-9, atol=1e-9)
 
 
+@pytest.mark.parametrize("cache", ["dynamic", "static"])
+def test_decoding_steps_read_the_cache_through_flash_attn_with_kvcache(references, cache, monkeypatch):
+    """After the prefill, every one-token step of a left-padded batch goes to the decoding kernels
+    (static cache: the mask's run of ones ends before the cache does) and generates eager's tokens."""
+    calls = []
+    original = cfa_hf.flash_attn_with_kvcache
+
+    def counted(q, k_cache, v_cache, **kw):
+        calls.append((q.shape[1], kw["cache_seqlens"].tolist(), kw["cache_leftpad"]))
+        return original(q, k_cache, v_cache, **kw)
+
+    monkeypatch.setattr(cfa_hf, "flash_attn_with_kvcache", counted)
+    inputs, _ = batch("left", lengths=[11, 6, 8])
+    inputs.pop("position_ids")
+    runs = {}
+    for impl in ("eager", NAME):
+        model = build("llama", impl, references["llama"], dtype=torch.float64)
+        with torch.no_grad(), float64_softmax():
+            runs[impl] = model.generate(**inputs, max_new_tokens=4, do_sample=False, pad_token_id=0,
+                                        cache_implementation=cache)
+    assert torch.equal(runs[NAME], runs["eager"])
+    steps = [c for c in calls if c[0] == 1]  # a static cache's prefill (11 tokens, longer keys) may come too
+    assert len(steps) == 3 * 2  # tokens 2..4 (the first comes from the prefill), two layers
+    assert steps[0][1] == [12, 12, 12] and steps[0][2].tolist() == [0, 5, 3]
+
+
 def test_register_is_idempotent_and_fills_both_interfaces():
     from transformers import AttentionInterface
     from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS

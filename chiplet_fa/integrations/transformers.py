@@ -15,6 +15,9 @@ AttentionMaskInterface (the mask transformers builds for its flash-attention bac
   * no mask, and packed sequences, given either as cu_seq_lens_q/k with max_length_q/k keyword
     arguments (DataCollatorWithFlattening(return_flash_attn_kwargs=True)) or as position_ids that
     restart within a batch of one row: one packed varlen call;
+  * decoding (at most 16 new tokens against a longer key cache, no gradient): flash_attn_with_kvcache
+    reads transformers' cache in place, each row's keys being the mask's run of ones (left padding
+    before it, a static cache's unfilled tail after it); a mask with holes takes the unpadded path;
   * otherwise one dense call (flash_attn_func; bottom-right causal alignment, so decoding against a
     cache works without a mask).
 The module's scaling, is_causal, sliding_window (flash-attention window (w - 1, w - 1), applied when
@@ -34,7 +37,7 @@ import warnings
 
 import torch
 
-from ..flash_api import flash_attn_func, flash_attn_varlen_func
+from ..flash_api import flash_attn_func, flash_attn_varlen_func, flash_attn_with_kvcache
 
 NAME = "chiplet_fa"
 
@@ -119,6 +122,31 @@ def _packed_from_position_ids(position_ids, batch):
     return cu, int(cu.diff().max().item())
 
 
+# Decoding steps (and speculative ones) have a few new tokens; a longer query is a prefill.
+_DECODE_TOKENS = 16
+
+
+def _decoding(query, key, mask):
+    """(cache_seqlens, cache_leftpad) when the step decodes through flash_attn_with_kvcache: a few
+    tokens, no gradient, a cache the GPU kernels can read in place (head dim a multiple of 8,
+    16-byte aligned), and a mask (if any) that is one run of ones per row; else None."""
+    batch, n_q, n_k = query.shape[0], query.shape[1], key.shape[1]
+    if n_q > _DECODE_TOKENS or n_k <= n_q or (torch.is_grad_enabled() and query.requires_grad):
+        return None
+    if query.is_cuda and (query.shape[-1] % 8 or key.data_ptr() % 16):
+        return None
+    if mask is None:
+        return torch.full((batch,), n_k, dtype=torch.int32, device=query.device), None
+    mask = mask[:, :n_k].bool()
+    ones = mask.sum(-1)
+    first = mask.int().argmax(-1)
+    columns = torch.arange(mask.shape[-1], device=mask.device)
+    run = (columns >= first[:, None]) & (columns < (first + ones)[:, None])
+    if not torch.equal(run, mask):
+        return None
+    return (first + ones).int(), first.int()
+
+
 def _int(n):
     return int(n.item()) if torch.is_tensor(n) else int(n)
 
@@ -157,6 +185,13 @@ def attention_forward(module: torch.nn.Module, query: torch.Tensor, key: torch.T
     if sliding_window is not None and key.shape[1] > sliding_window:
         options["window_size"] = (sliding_window - 1, sliding_window - 1)
 
+    decoding = _decoding(query, key, attention_mask)
+    if decoding is not None:
+        cache_seqlens, cache_leftpad = decoding
+        options.pop("deterministic")
+        out = flash_attn_with_kvcache(query, key, value, cache_seqlens=cache_seqlens, cache_leftpad=cache_leftpad,
+                                      **options)
+        return (out[..., :v_head_dim] if v_head_dim != head_dim else out), None
     cu_q, cu_k = kwargs.get("cu_seq_lens_q"), kwargs.get("cu_seq_lens_k")
     max_q, max_k = kwargs.get("max_length_q"), kwargs.get("max_length_k")
     have_varlen_kwargs = all(x is not None for x in (cu_q, cu_k, max_q, max_k))
