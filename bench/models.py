@@ -8,7 +8,9 @@ a 4096-token sliding window), Gemma 2 (Gemma-2-9B's attention: GQA 16/8, D=256, 
 attention-logit softcap 50, final softcap 30, alternating sliding-window layers).
 Batches of --seqlen tokens: one sequence; a right-padded pair (lengths N and N/2 + 123); four packed
 sequences in one row (restarting position_ids, as DataCollatorWithFlattening gives). Tasks: prefill
-(the logits, no grad) and train (forward and backward of the causal-LM loss).
+(the logits, no grad) and train (forward and backward of the causal-LM loss); and generate: greedy
+decoding of --new-tokens tokens after a left-padded prompt of --prompt tokens (static cache) at
+batch 1, 8 and 64, in tokens per second, with the share of generated tokens equal to SDPA's.
 
 Accuracy, flash-attention's 2x rule end to end: the reference is transformers' eager attention
 computed in float32 (float64 with --tiny) on the same weights, and the yardstick that same eager
@@ -87,7 +89,8 @@ transformers.masking_utils.AttentionMaskInterface.register(
     EAGER, transformers.masking_utils.ALL_MASK_ATTENTION_FUNCTIONS["eager"])
 MODELS = ("llama", "mistral", "gemma2")
 BATCHES = ("single", "padded", "packed")
-TASKS = ("prefill", "train")
+TASKS = ("prefill", "train", "generate")
+GENERATE_BATCHES = (1, 8, 64)
 
 
 def configs(tiny, layers):
@@ -187,6 +190,34 @@ def compare_and_time(name, model, reference, batch, task, args, device):
     return row
 
 
+def generate_rows(name, model, args, device):
+    """Greedy decoding with chiplet_fa and with SDPA's default backends: tokens per second over the
+    whole generate() call (prefill included), and how many generated tokens agree."""
+    rows = []
+    model.eval()
+    for b in GENERATE_BATCHES:
+        gen = torch.Generator().manual_seed(b)
+        ids = torch.randint(1, model.config.vocab_size, (b, args.prompt), generator=gen)
+        mask = torch.ones_like(ids)
+        mask[1::2, : args.prompt // 4] = 0  # every other row left-padded by a quarter
+        inputs = dict(input_ids=ids.to(device), attention_mask=mask.to(device))
+        row = {"model": name, "batch": b, "prompt": args.prompt, "new": args.new_tokens}
+        tokens = {}
+        for impl in (CHIPLET, "sdpa"):
+            model.set_attn_implementation(impl)
+
+            def step():
+                with torch.no_grad():
+                    return model.generate(**inputs, max_new_tokens=args.new_tokens, min_new_tokens=args.new_tokens,
+                                          do_sample=False, pad_token_id=0, cache_implementation="static")
+            tokens[impl] = step()[:, args.prompt:]
+            row[f"{impl}_tok_s"] = b * args.new_tokens / time_ms(step, min_total_ms=args.min_ms) * 1e3
+        row["same_tokens"] = (tokens[CHIPLET] == tokens["sdpa"]).float().mean().item()
+        rows.append(row)
+        print(row, flush=True)
+    return rows
+
+
 def fmt_ms(ms):
     return "n/a" if ms is None else f"{ms:.1f}" if ms >= 1 else f"{ms:.3f}"
 
@@ -198,20 +229,22 @@ def fmt_err(err):
 def markdown(result):
     rows = result["rows"]
     errs = [CHIPLET, EAGER, "sdpa"]
-    timed = [i for i in TIMED if f"{i}_ms" in rows[0]]  # tables from before sdpa_chiplet_fa lack it
-    vs_own = "sdpa_chiplet_fa_vs_own" in rows[0]
+    timed = [i for i in TIMED if rows and f"{i}_ms" in rows[0]]  # tables from before sdpa_chiplet_fa lack it
+    vs_own = bool(rows) and "sdpa_chiplet_fa_vs_own" in rows[0]
     lines = [f"# transformers models with chiplet_fa vs SDPA, {result['gpu']}", "", *harness.header_lines(result),
-             f"torch {result['torch']}, transformers {result['transformers']}.", "",
-             "Times: median ms per step. Errors: max |x - ref| / max |ref| against eager attention in float32 "
-             "(float64 for a float32 model) on the same weights: logits for prefill, the worst parameter gradient "
-             "for train. 2x: chiplet_fa's error <= 2 x eager's in the model dtype + floor. SDPA spread: largest "
-             "difference between two SDPA backends. transformers' SDPA ignores Gemma 2's attention softcap."
-             + (f" {SDPA_CHIPLET}: SDPA's flash backend with chiplet_fa active as torch's flash-attention "
-                "implementation; 'vs own' is its difference from the chiplet_fa backend's result." if vs_own else ""),
-             "", "| model | batch | task | tokens | " + " | ".join(f"{i} ms" for i in timed)
-             + " | sdpa / chiplet_fa | " + " | ".join(f"{i} err" for i in errs) + " | 2x | SDPA spread |"
-             + (f" {SDPA_CHIPLET} vs own |" if vs_own else ""),
-             "|" + "---|" * (7 + vs_own + len(timed) + len(errs))]
+             f"torch {result['torch']}, transformers {result['transformers']}.", ""]
+    if rows:
+        lines += [
+            "Times: median ms per step. Errors: max |x - ref| / max |ref| against eager attention in float32 "
+            "(float64 for a float32 model) on the same weights: logits for prefill, the worst parameter gradient "
+            "for train. 2x: chiplet_fa's error <= 2 x eager's in the model dtype + floor. SDPA spread: largest "
+            "difference between two SDPA backends. transformers' SDPA ignores Gemma 2's attention softcap."
+            + (f" {SDPA_CHIPLET}: SDPA's flash backend with chiplet_fa active as torch's flash-attention "
+               "implementation; 'vs own' is its difference from the chiplet_fa backend's result." if vs_own else ""),
+            "", "| model | batch | task | tokens | " + " | ".join(f"{i} ms" for i in timed)
+            + " | sdpa / chiplet_fa | " + " | ".join(f"{i} err" for i in errs) + " | 2x | SDPA spread |"
+            + (f" {SDPA_CHIPLET} vs own |" if vs_own else ""),
+            "|" + "---|" * (7 + vs_own + len(timed) + len(errs))]
     for r in rows:
         speedup = "n/a" if not r["sdpa_ms"] else f"{r['sdpa_ms'] / r[f'{CHIPLET}_ms']:.2f}"
         lines.append(f"| {r['model']} | {r['batch']} | {r['task']} | {r['tokens']} | "
@@ -219,7 +252,22 @@ def markdown(result):
                      + " | ".join(fmt_err(r[f"{i}_err"]) for i in errs)
                      + f" | {'yes' if r['two_x'] else 'NO'} | {fmt_err(r['sdpa_spread'])} |"
                      + (f" {fmt_err(r['sdpa_chiplet_fa_vs_own'])} |" if vs_own else ""))
+    lines += generate_markdown(result.get("generate", []))
     return "\n".join(lines) + "\n"
+
+
+def generate_markdown(rows):
+    if not rows:
+        return []
+    lines = ["", "Generate: greedy decoding with a static cache, every other row left-padded by a quarter of the "
+             "prompt; tokens per second over the whole generate() call (prefill included); same tokens: the share "
+             "of generated tokens equal to SDPA's (random weights give near-ties that rounding may flip).", "",
+             "| model | batch | prompt | new tokens | chiplet_fa tok/s | sdpa tok/s | chiplet_fa / sdpa | same tokens |",
+             "|" + "---|" * 8]
+    for r in rows:
+        lines.append(f"| {r['model']} | {r['batch']} | {r['prompt']} | {r['new']} | {r[f'{CHIPLET}_tok_s']:.0f} | "
+                     f"{r['sdpa_tok_s']:.0f} | {r[f'{CHIPLET}_tok_s'] / r['sdpa_tok_s']:.2f} | {r['same_tokens']:.2f} |")
+    return lines
 
 
 def main(argv=None):
@@ -231,6 +279,8 @@ def main(argv=None):
     ap.add_argument("--tasks", nargs="+", choices=TASKS, default=list(TASKS))
     ap.add_argument("--seqlen", type=int, help="tokens per batch row (default 16384; --tiny: 64)")
     ap.add_argument("--layers", type=int, default=2)
+    ap.add_argument("--prompt", type=int, help="generate: prompt tokens (default 1024; --tiny: 16)")
+    ap.add_argument("--new-tokens", type=int, default=32, help="generate: tokens generated (default 32)")
     ap.add_argument("--dtype", choices=["bfloat16", "float16", "float32"],
                     help="model dtype (default bfloat16; --tiny: float32)")
     args = ap.parse_args(argv)
@@ -238,17 +288,20 @@ def main(argv=None):
     if device == "cpu" and not args.tiny:
         sys.exit("bench/models.py needs a CUDA or ROCm device (or --tiny for a CPU smoke test)")
     args.seqlen = args.seqlen or (64 if args.tiny else 16384)
+    args.prompt = args.prompt or (16 if args.tiny else 1024)
     args.dtype = getattr(torch, args.dtype or ("float32" if args.tiny else "bfloat16"))
     args.ref_dtype = torch.float64 if args.dtype == torch.float32 else torch.float32
     args.floor = 1e-5 if args.dtype == torch.float32 else 1e-3
     args.min_ms = 20.0 if args.tiny else 300.0
     cfgs = configs(args.tiny, args.layers)
     result = harness.result_header("models", torch=torch.__version__, transformers=transformers.__version__)
-    rows = []
+    rows, generated = [], []
     for name in args.models:
         model, reference = build(cfgs[name], args, device)
+        if "generate" in args.tasks:
+            generated += generate_rows(name, model, args, device)
         for batch in args.batches:
-            for task in args.tasks:
+            for task in (t for t in args.tasks if t != "generate"):
                 rows.append(compare_and_time(name, model, reference, batch, task, args, device))
                 r = rows[-1]
                 print(f"{name} {batch} {task}: chiplet_fa {fmt_ms(r[f'{CHIPLET}_ms'])} ms (err "
@@ -258,7 +311,7 @@ def main(argv=None):
                 if device == "cuda":
                     torch.cuda.empty_cache()
         del model, reference
-    print(harness.save_results(args.out, dict(result, rows=rows), markdown))
+    print(harness.save_results(args.out, dict(result, rows=rows, generate=generated), markdown))
     return rows
 
 
