@@ -22,5 +22,5 @@ def test_tiny_run_writes_its_tables_and_meets_the_2x_rule(tmp_path):
         assert r["two_x"], r
         assert 0 < r["chiplet_fa_err"] < 1e-4 and 0 < r["eager_chunked_err"] < 1e-4 and r["chiplet_fa_ms"] > 0
         assert r["sdpa_ms"] is None or r["sdpa_ms"] > 0  # transformers > 5.17 refuses SDPA for Gemma 2
-    table = (tmp_path / "models_cpu.md").read_text()
+    table = (tmp_path / "models.md").read_text()
     assert "| gemma2 | packed | train | 64 |" in table
