@@ -63,7 +63,7 @@ def test_from_csv_writes_measured_next_to_predicted(tmp_path):
     assert rows[1]["dram_read_bytes"] == pytest.approx(11e9) and rows[1]["time_ms"] == pytest.approx(1.0)
     by = {r["mapping"]: r for r in rows}
     assert by["head_first"]["pred_hit_rate"] > 90 > by["block_first"]["pred_hit_rate"]
-    md = (tmp_path / "l2_test.md").read_text()
+    md = (tmp_path / "l2.md").read_text()
     assert "| 1 | 128 | 128 | 8192 | 128 | head_first | 1.20% |" in md
     assert "Command: `python tools/l2/l2_measure.py --quick --from-csv" in md
 
@@ -73,7 +73,7 @@ def test_the_model_columns_name_the_preset_of_the_gpu_measured(tmp_path):
     csv_path.write_text(fake_csv([(50.0, "1", "Gbyte", "1", "1")] * len(l2.MAPPINGS)))
     for preset in ("h100", "h200"):
         l2.main(["--quick", "--from-csv", str(csv_path), "--out", str(tmp_path), "--tag", preset, "--preset", preset])
-        assert f"simulator ({preset} preset)" in (tmp_path / f"l2_{preset}.md").read_text()
+        assert f"simulator ({preset} preset)" in (tmp_path / "l2.md").read_text()
         assert json.loads((tmp_path / f"l2_{preset}.json").read_text())["preset"] == preset
 
 
@@ -84,7 +84,7 @@ def test_missing_kernels_leave_measured_fields_empty(tmp_path):
     assert l2.main(["--quick", "--from-csv", str(csv_path), "--out", str(tmp_path), "--tag", "t"]) == 1
     rows = json.loads((tmp_path / "l2_t.json").read_text())["rows"]
     assert len(rows) == len(points) and rows[0]["hit_rate"] == 50.0 and rows[1]["hit_rate"] is None
-    assert "n/a" in (tmp_path / "l2_t.md").read_text()
+    assert "n/a" in (tmp_path / "l2.md").read_text()
 
 
 def test_sm_read_rates_leave_out_the_fabric_lookups(tmp_path):
@@ -103,7 +103,7 @@ def test_sm_read_rates_leave_out_the_fabric_lookups(tmp_path):
     assert rows[1]["sm_read_hit_rate"] == pytest.approx(99.0)
     assert rows[1]["sm_reads_not_from_dram"] == pytest.approx(99.0)
     assert rows[2]["sm_read_hit_rate"] is None and rows[2]["sm_reads_not_from_dram"] is None
-    md = (tmp_path / "l2_r.md").read_text()
+    md = (tmp_path / "l2.md").read_text()
     assert "| block_first | 25.35% | 5.00% | 0.00% |" in md
     assert "| swizzled_block_first | 50.00% | n/a | n/a |" in md
 
@@ -144,5 +144,5 @@ def test_causal_shapes_and_the_sm_activity_columns(tmp_path):
     assert [(r["mapping"], r["causal"]) for r in rows] == [(p["mapping"], True) for p in points]
     assert [r["sm_active"] for r in rows] == pytest.approx([87.0, 80.0])
     assert [r["inst_executed"] for r in rows] == pytest.approx([5e6, 6.5e6])
-    md = (tmp_path / "l2_c.md").read_text()
+    md = (tmp_path / "l2.md").read_text()
     assert "causal, swizzled" in md and "| 87.00% | 5.0 |" in md and "| 80.00% | 6.5 |" in md
