@@ -30,6 +30,12 @@ FA2_SIGNATURES = {
     "flash_attn_varlen_kvpacked_func": [("q", _REQUIRED), ("kv", _REQUIRED), ("cu_seqlens_q", _REQUIRED),
                                         ("cu_seqlens_k", _REQUIRED), ("max_seqlen_q", _REQUIRED),
                                         ("max_seqlen_k", _REQUIRED)] + _FA2_OPTIONS,
+    "flash_attn_with_kvcache": [("q", _REQUIRED), ("k_cache", _REQUIRED), ("v_cache", _REQUIRED), ("k", None),
+                                ("v", None), ("rotary_cos", None), ("rotary_sin", None), ("cache_seqlens", None),
+                                ("cache_batch_idx", None), ("cache_leftpad", None), ("block_table", None),
+                                ("softmax_scale", None), ("causal", False), ("window_size", (-1, -1)),
+                                ("softcap", 0.0), ("rotary_interleaved", True), ("alibi_slopes", None),
+                                ("num_splits", 0), ("return_softmax_lse", False)],
 }
 
 
