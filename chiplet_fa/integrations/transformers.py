@@ -126,17 +126,18 @@ def _packed_from_position_ids(position_ids, batch):
 _DECODE_TOKENS = 16
 
 
-def _decoding(query, key, mask):
-    """(cache_seqlens, cache_leftpad) when the step decodes through flash_attn_with_kvcache: a few
-    tokens, no gradient, a cache the GPU kernels can read in place (head dim a multiple of 8,
-    16-byte aligned), and a mask (if any) that is one run of ones per row; else None."""
-    batch, n_q, n_k = query.shape[0], query.shape[1], key.shape[1]
+def _decoding(query, key, value, mask):
+    """(cache_seqlens, cache_leftpad) when the step decodes through flash_attn_with_kvcache ((None,
+    None): the whole cache): a few tokens, no gradient, a cache the GPU kernels can read in place
+    (head dim a multiple of 8, 16-byte aligned), and a mask (if any) that is one run of ones per
+    row; else None."""
+    n_q, n_k = query.shape[1], key.shape[1]
     if n_q > _DECODE_TOKENS or n_k <= n_q or (torch.is_grad_enabled() and query.requires_grad):
         return None
-    if query.is_cuda and (query.shape[-1] % 8 or key.data_ptr() % 16):
+    if query.is_cuda and (query.shape[-1] % 8 or key.data_ptr() % 16 or value.data_ptr() % 16):
         return None
-    if mask is None:
-        return torch.full((batch,), n_k, dtype=torch.int32, device=query.device), None
+    if mask is None:  # every key: the whole cache
+        return None, None
     mask = mask[:, :n_k].bool()
     ones = mask.sum(-1)
     first = mask.int().argmax(-1)
@@ -185,7 +186,7 @@ def attention_forward(module: torch.nn.Module, query: torch.Tensor, key: torch.T
     if sliding_window is not None and key.shape[1] > sliding_window:
         options["window_size"] = (sliding_window - 1, sliding_window - 1)
 
-    decoding = _decoding(query, key, attention_mask)
+    decoding = _decoding(query, key, value, attention_mask)
     if decoding is not None:
         cache_seqlens, cache_leftpad = decoding
         options.pop("deterministic")

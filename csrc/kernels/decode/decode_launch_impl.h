@@ -13,7 +13,9 @@ void run_decode(const DecodeParams& p, cfaStream_t stream) {
   using Kernel = DecodeKernel<kDType, kHeadDim>;
   using T = typename Kernel::T;
   static_assert(Kernel::kBlockM == kDecodeBlockM, "the binding sizes the grid with kDecodeBlockM");
-  CFA_LAUNCH(decode_prepare_kernel<T>, dim3(unsigned(p.batch)), dim3(kPrepareThreads), 16, stream, p);
+  // A contiguous cache read whole, with nothing to append or rotate, has nothing to prepare or check.
+  if (p.k_new || p.rotary_dim > 0 || p.cache_seqlens || p.cache_batch_idx || p.cache_leftpad || p.block_table)
+    CFA_LAUNCH(decode_prepare_kernel<T>, dim3(unsigned(p.batch)), dim3(kPrepareThreads), 16, stream, p);
   const int64_t grid = grid_size(p.grid_shape());
   if (grid == 0) return;  // no query row (the appends are done)
   auto kernel = decode_kernel<kDType, kHeadDim>;
