@@ -49,7 +49,7 @@ using FwdWarps = std::conditional_t<(kDim <= 64), arch::WarpSpecialised<3, 32, 1
 // kPlain: scores without softcap or ALiBi, a kernel of its own so that the common case keeps the
 // registers and instruction footprint of a loop without them.
 template <DType kDType, int kHeadDim, bool kWindowed, bool kPlain>
-struct FwdKernel : FwdWarps<arch::padded_head_dim(kHeadDim)> {
+struct FwdKernelSm90 : FwdWarps<arch::padded_head_dim(kHeadDim)> {
   using Warps = FwdWarps<arch::padded_head_dim(kHeadDim)>;
   using Warps::kConsumers, Warps::kWgThreads, Warps::kProducerRegs, Warps::kConsumerRegs;
   using T = typename arch::Element<kDType>::type;
@@ -339,9 +339,9 @@ namespace chiplet_fa::CFA_FAMILY {
 // macro argument. One workgroup per SM: the consumers take all the registers. The parameter
 // lives in constant memory (__grid_constant__): the copy engine reads the tensor maps from there.
 template <DType kDType, int kHeadDim, bool kWindowed, bool kPlain>
-CFA_GLOBAL void __launch_bounds__((FwdKernel<kDType, kHeadDim, kWindowed, kPlain>::kThreads), 1)
-    fwd_kernel(const __grid_constant__ TmaFwdParams a) {
-  FwdKernel<kDType, kHeadDim, kWindowed, kPlain>::run(a, dynamic_smem());
+CFA_GLOBAL void __launch_bounds__((FwdKernelSm90<kDType, kHeadDim, kWindowed, kPlain>::kThreads), 1)
+    fwd_kernel_sm90(const __grid_constant__ TmaFwdParams a) {
+  FwdKernelSm90<kDType, kHeadDim, kWindowed, kPlain>::run(a, dynamic_smem());
 }
 
 }  // namespace chiplet_fa::CFA_FAMILY
