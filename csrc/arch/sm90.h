@@ -1,5 +1,5 @@
 // NVIDIA sm_90a path: warpgroup MMA (wgmma), used by the warp-specialised forward kernel
-// (kernels/sm90/fwd_kernel.h). A warpgroup (4 warps) multiplies 64 query rows per instruction with K
+// (kernels/sm90/fwd_kernel_sm90.h). A warpgroup (4 warps) multiplies 64 query rows per instruction with K
 // and V read by the tensor cores straight from shared memory, so the ldmatrix traffic that
 // bounds the mma.sync path disappears. Each warp still owns one 16-row m-tile and sees the
 // m16n8 accumulator layout, so the online softmax code is the one every path uses.

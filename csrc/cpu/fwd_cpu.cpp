@@ -12,13 +12,13 @@
 
 #include "cpu/block_math.h"
 #include "cpu/cpu_backend.h"
+#include "cpu/cpu_scores.h"
 #include "cpu/isa.h"
 #include "cpu/parallel.h"
-#include "cpu/scores.h"
 #include "mapping/mapping.h"
 #include "mapping/topology.h"
 #if defined(CFA_EMULATE)
-#include "ops/emulated/cdna3.h"
+#include "ops/emulated/emulated_kernels.h"
 #endif
 
 namespace chiplet_fa {

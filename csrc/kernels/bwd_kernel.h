@@ -14,7 +14,7 @@
 //               order, one plain store per element.
 // Head dims above 128 run in column slices (bwd_slices): one launch of main (and dq) per slice of
 // dK, dV and dQ columns, each recomputing the scores over the whole head dim.
-// The sm90 family runs kernels/sm90/bwd_kernel.h's warp-specialised main pass instead of `main`;
+// The sm90 family runs kernels/sm90/bwd_kernel_sm90.h's warp-specialised main pass instead of `main`;
 // the preprocess and the dQ pass serve every family.
 #pragma once
 #include <cmath>

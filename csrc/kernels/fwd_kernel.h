@@ -1,5 +1,5 @@
 // FlashAttention-2 forward of the mma_sync and cdna3 families, written once over the arch interface
-// (arch/arch.h); sm90 runs its own (FwdKernelSm90, kernels/sm90/fwd_kernel.h). One workgroup
+// (arch/arch.h); sm90 runs its own (FwdKernelSm90, kernels/sm90/fwd_kernel_sm90.h). One workgroup
 // computes a kBlockM x D tile of the output; which tile comes from map_workgroup, so the
 // hardware's dispatch order of block ids becomes the mapping policy's visiting order.
 #pragma once

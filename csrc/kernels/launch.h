@@ -23,14 +23,14 @@ constexpr KernelGeometry geometry(KernelFamily f) { return KernelGeometry{64, f 
 constexpr bool cdna3_wide(KernelFamily f, int head_dim) { return f == KernelFamily::kCdna3 && head_dim > 128; }
 
 // Query rows per forward workgroup (fixes num_m_blocks for the mapping): the sm90 forward has
-// three consumer warpgroups of 64 rows up to D = 64, two above (kernels/sm90/fwd_kernel.h).
+// three consumer warpgroups of 64 rows up to D = 64, two above (kernels/sm90/fwd_kernel_sm90.h).
 constexpr int fwd_block_m(KernelFamily f, int head_dim) {
   return f == KernelFamily::kSm90 && head_dim <= 64 ? 192 : cdna3_wide(f, head_dim) ? 64 : 128;
 }
 
 // Keys per workgroup of the backward main pass (fixes num_n_blocks): the sm90 backward gives each
 // of its two consumer warpgroups 64 keys up to D = 128, and above shares 64 keys between them
-// (kernels/sm90/bwd_kernel.h).
+// (kernels/sm90/bwd_kernel_sm90.h).
 constexpr int bwd_block_n(KernelFamily f, int head_dim) {
   return f == KernelFamily::kSm90 && head_dim <= 128 ? 128 : cdna3_wide(f, head_dim) ? 32 : 64;
 }

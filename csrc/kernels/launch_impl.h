@@ -4,8 +4,8 @@
 #include "arch/family.h"
 #include "kernels/bwd_kernel.h"
 #if defined(CFA_FAMILY_SM90)
-#include "kernels/sm90/bwd_kernel.h"
-#include "kernels/sm90/fwd_kernel.h"
+#include "kernels/sm90/bwd_kernel_sm90.h"
+#include "kernels/sm90/fwd_kernel_sm90.h"
 #include "kernels/sm90/sections.h"
 #else
 #include "kernels/fwd_kernel.h"

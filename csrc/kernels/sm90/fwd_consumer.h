@@ -1,6 +1,6 @@
 // The consumer warpgroups of the sm90 forward (FwdKernelSm90, whose header includes this one at its
 // end: a consumer reads the kernel's tiles, ring and tile slots). What a consumer does per step,
-// and how the turns go round, is at the top of kernels/sm90/fwd_kernel.h.
+// and how the turns go round, is at the top of kernels/sm90/fwd_kernel_sm90.h.
 #pragma once
 
 namespace chiplet_fa::CFA_FAMILY {

@@ -7,7 +7,7 @@
 #include <torch/extension.h>
 
 #include "emulate/selftest.h"
-#include "emulate/trace.h"
+#include "emulate/access_trace.h"
 #include "emulate/workgroup.h"
 #include "ops/emulated/cdna3_tiles.h"
 #include "ops/fwd_api.h"

@@ -5,7 +5,7 @@
 
 #include "mapping/topology.h"
 #include "ops/gpu/binding_common.h"
-#include "ops/gpu/kernel_family.h"
+#include "ops/gpu/device_family.h"
 #include "ops/kernel_binding.h"
 
 namespace chiplet_fa {

@@ -1,4 +1,4 @@
-// FlashAttention-2 backward main pass for sm_90a, warp-specialised like kernels/sm90/fwd_kernel.h.
+// FlashAttention-2 backward main pass for sm_90a, warp-specialised like kernels/sm90/fwd_kernel_sm90.h.
 // A workgroup owns kBlockN keys (128; 64 above D = 128, kWide below) of one KV head
 // (map_kv_workgroup, ACC = KV head) and produces their dK and dV; unless kDq is kSeparatePass it
 // also adds every query block's dQ share.
@@ -50,7 +50,7 @@ namespace chiplet_fa::CFA_FAMILY {
 
 // Consumers hold dK, dV (128 registers at D = 128), S^T and dP^T (64), P^T and dS^T packed (32):
 // 224 spills in the causal kernels, and 40 + 2 * 232 takes the whole pool of 168 * 3.
-// kPlain: scores without softcap or ALiBi, a kernel of its own (see kernels/sm90/fwd_kernel.h).
+// kPlain: scores without softcap or ALiBi, a kernel of its own (see kernels/sm90/fwd_kernel_sm90.h).
 // How the main pass's dQ shares reach dq_accum: not at all (a separate dQ pass), by TMA
 // reductions as they come (atomic), or the same in fixed point (BwdParams::dq_scale: integer
 // sums, the same in any order; deterministic mode).

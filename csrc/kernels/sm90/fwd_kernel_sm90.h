@@ -55,7 +55,7 @@ struct FwdKernelSm90 : FwdWarps<arch::padded_head_dim(kHeadDim)> {
   using T = typename arch::Element<kDType>::type;
   static constexpr int kDim = arch::padded_head_dim(kHeadDim);  // shared-memory tiles: whole panels
   // The columns the products cover: at D = 96 QK^T and PV skip the last panel's upper half (zero),
-  // as in the backward (kernels/sm90/bwd_kernel.h).
+  // as in the backward (kernels/sm90/bwd_kernel_sm90.h).
   static constexpr int kCols = kHeadDim;
   static_assert(kCols % 32 == 0 && kCols <= kDim, "head dims of whole 32-column halves of a panel");
   static constexpr int kBlockM = 64 * kConsumers;

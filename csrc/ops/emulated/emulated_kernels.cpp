@@ -1,4 +1,4 @@
-#include "ops/emulated/cdna3.h"
+#include "ops/emulated/emulated_kernels.h"
 
 #include "mapping/topology.h"
 #include "ops/kernel_binding.h"
