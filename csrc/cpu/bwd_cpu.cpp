@@ -19,6 +19,7 @@
 #include <vector>
 
 #include <ATen/ATen.h>
+#include <torch/library.h>
 
 #include "cpu/block_math.h"
 #include "cpu/cpu_backend.h"
@@ -250,5 +251,7 @@ BwdResult bwd_cpu(const BwdArgs& args) {
   }
   return {t.dq_accum.to(args.q.scalar_type()), t.dk, t.dv};
 }
+
+TORCH_LIBRARY_IMPL(chiplet_fa, CPU, m) { BwdOpEntry<bwd_cpu>::register_ops(m); }
 
 }  // namespace chiplet_fa

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include <ATen/ATen.h>
+#include <torch/library.h>
 
 #include "cpu/block_math.h"
 #include "cpu/cpu_backend.h"
@@ -167,5 +168,7 @@ FwdResult fwd_cpu(const FwdArgs& args, const std::optional<at::Tensor>& given_ou
   }
   return {out, lse};
 }
+
+TORCH_LIBRARY_IMPL(chiplet_fa, CPU, m) { FwdOpEntry<fwd_cpu>::register_ops(m); }
 
 }  // namespace chiplet_fa
