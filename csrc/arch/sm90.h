@@ -17,8 +17,6 @@ namespace chiplet_fa::CFA_FAMILY::arch {
 
 // Panels are 64 columns wide: head dims below a multiple of 64 run zero-padded.
 constexpr int padded_head_dim(int d) { return (d + 63) / 64 * 64; }
-// S (64 x kN per warpgroup) and O (64 x D) share the register file: 128 keys up to D=128.
-constexpr int block_n(int d) { return d <= 128 ? 128 : 64; }
 
 template <int kRows, int kD>
 struct SmemTile {

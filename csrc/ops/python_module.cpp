@@ -19,7 +19,6 @@
 #if defined(CFA_EMULATE)
 #include "ops/emulated/bind_emulate.h"
 #include "ops/emulated/emulated_kernels.h"
-#include "ops/emulated/cdna3_tiles.h"
 #endif
 
 namespace chiplet_fa {
