@@ -3,8 +3,8 @@
 // CFA_FAMILY_CDNA3.
 // Each backend defines, in namespace chiplet_fa::CFA_FAMILY::arch:
 //   kWarpSize; Element<DType>::type;
-//   padded_head_dim(d) (head dim the tiles and MMAs use), m_tiles_per_warp(d) (16-row m-tiles
-//   a warp owns), block_n(d) (keys per step);
+//   padded_head_dim(d) (head dim the tiles and MMAs use; the tiles' rows, keys and warps are
+//   chosen in kernels/tile_sizes.h);
 //   SmemTile<kRows, kD> (kElems, offset(row, col): the shared-memory layout of a tile);
 //   Acc<kMT, kN> (fp32 accumulator: kSize, kSlots, kRows, slot(i), row(i, lane), col(i, lane));
 //   slot_row, owns_row_stats (which lane writes a row's statistics);
@@ -16,10 +16,10 @@
 // The online softmax, masking and tiling in kernels/fwd_kernel.h use nothing else. The backward
 // (kernels/bwd_kernel.h) also uses PaddedTile<kRows, kD> (row-major, kStride elements per row)
 // and the products over any such tile, warp_gemm_abt(S, sA, sB, stride, lane) (S = A B^T) and
-// warp_gemm_pv(O, P, sB, stride, lane) (O += P B), and bwd_dq_block_n(d) (keys per step of its
-// dQ pass): mma_sync.h in both NVIDIA families, cdna3.h on AMD. The sm90 family runs the
-// warp-specialised kernels of kernels/sm90/, which use sm90.h's asynchronous warpgroup products
-// (wgmma_qk/wgmma_pv, commit, wait) and sm90_sync.h; online_softmax.h and tile_io.h serve all.
+// warp_gemm_pv(O, P, sB, stride, lane) (O += P B): mma_sync.h in both NVIDIA families, cdna3.h
+// on AMD. The sm90 family runs the warp-specialised kernels of kernels/sm90/, which use sm90.h's
+// asynchronous warpgroup products (wgmma_qk/wgmma_pv, commit, wait) and sm90_sync.h;
+// online_softmax.h and tile_io.h serve all.
 #pragma once
 #include "arch/family.h"
 

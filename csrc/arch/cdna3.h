@@ -36,19 +36,8 @@ constexpr int kSmemPad = 8;
 // LDS a workgroup can allocate on gfx942.
 constexpr int kMaxSmemBytes = 64 * 1024;
 
-// Tiling choices as on the sm80 path up to D=128 (two m-tiles per wave, 32 keys per step above
-// D=64). Above 128 a tile's LDS is what limits it: the forward's 64-row Q tile leaves room for K
-// and V blocks of 32 keys at D=192 (51 KB) and 16 at D=256 (50 KB); fwd_block_m and the other
-// grid-fixing tiles are in kernels/launch.h (cdna3_wide).
+// Its tiles, which above D = 128 are what fits kMaxSmemBytes: kernels/tile_sizes.h (cdna3_*_tiling).
 constexpr int padded_head_dim(int d) { return d; }
-constexpr int m_tiles_per_warp(int d) { return d <= 128 ? 2 : 1; }
-constexpr int block_n(int d) { return d <= 64 ? 64 : d <= 192 ? 32 : 16; }
-// Query rows a step of the backward's main pass (K and V of its keys, Q and dO of these rows, and
-// dS^T in LDS): at D=256 its 32 keys leave room for 16 rows (52 KB).
-constexpr int bwd_block_m(int d) { return d <= 64 ? 64 : d <= 192 ? 32 : 16; }
-// Keys per step of the backward's dQ pass: its Q and dO tiles stay in LDS beside K and V; at
-// D=128 K and V of 64 keys would bring that to 68 KB.
-constexpr int bwd_dq_block_n(int d) { return d <= 96 ? 64 : d <= 192 ? 32 : 16; }
 
 template <int kRows, int kD>
 struct PaddedTile {

@@ -5,7 +5,7 @@
 //   CFA_FAMILY_CDNA3     AMD gfx942: MFMA (cdna3.h)
 // Every family's arch layer and kernels live in namespace chiplet_fa::CFA_FAMILY, so one library
 // holds several families without two definitions sharing a name; the host picks one per call
-// (ops/gpu/kernel_family.h).
+// (ops/gpu/device_family.h).
 #pragma once
 #include "arch/kernel_family.h"
 #include "platform.h"

@@ -1,5 +1,5 @@
 // The kernel families a library can hold, one per matrix-unit generation. Host code names them
-// (ops/gpu/kernel_family.h picks one per device); a kernel translation unit belongs to exactly
+// (ops/gpu/device_family.h picks one per device); a kernel translation unit belongs to exactly
 // one (arch/family.h).
 #pragma once
 #include <cstdint>

@@ -6,13 +6,6 @@
 
 namespace chiplet_fa::CFA_FAMILY::arch {
 
-// Keys per step of the backward's dQ pass (bwd_kernel.h): its 64-row Q and dO tiles stay in shared
-// memory beside K and V, 101 KB at D=256 with 32 keys.
-constexpr int bwd_dq_block_n(int d) { return d <= 128 ? 64 : 32; }
-// Query rows a step of the generic backward's main pass: its dK and dV accumulators live in
-// registers for the whole workgroup, so wide heads take fewer rows (S^T, dP^T stay small).
-constexpr int bwd_block_m(int d) { return d <= 64 ? 64 : 32; }
-
 // Row-major tile, rows skewed by 16 bytes so ldmatrix's 8 row addresses hit 8 bank groups.
 template <int kRows, int kD>
 struct PaddedTile {

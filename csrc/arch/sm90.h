@@ -1,5 +1,5 @@
 // NVIDIA sm_90a path: warpgroup MMA (wgmma), used by the warp-specialised forward kernel
-// (kernels/sm90/fwd_kernel.h). A warpgroup (4 warps) multiplies 64 query rows per instruction with K
+// (kernels/sm90/fwd_kernel_sm90.h). A warpgroup (4 warps) multiplies 64 query rows per instruction with K
 // and V read by the tensor cores straight from shared memory, so the ldmatrix traffic that
 // bounds the mma.sync path disappears. Each warp still owns one 16-row m-tile and sees the
 // m16n8 accumulator layout, so the online softmax code is the one every path uses.
@@ -17,8 +17,6 @@ namespace chiplet_fa::CFA_FAMILY::arch {
 
 // Panels are 64 columns wide: head dims below a multiple of 64 run zero-padded.
 constexpr int padded_head_dim(int d) { return (d + 63) / 64 * 64; }
-// S (64 x kN per warpgroup) and O (64 x D) share the register file: 128 keys up to D=128.
-constexpr int block_n(int d) { return d <= 128 ? 128 : 64; }
 
 template <int kRows, int kD>
 struct SmemTile {

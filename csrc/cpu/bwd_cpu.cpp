@@ -19,15 +19,16 @@
 #include <vector>
 
 #include <ATen/ATen.h>
+#include <torch/library.h>
 
 #include "cpu/block_math.h"
 #include "cpu/cpu_backend.h"
+#include "cpu/cpu_scores.h"
 #include "cpu/isa.h"
 #include "cpu/parallel.h"
-#include "cpu/scores.h"
 #include "mapping/topology.h"
 #if defined(CFA_EMULATE)
-#include "ops/emulated/cdna3.h"
+#include "ops/emulated/emulated_kernels.h"
 #endif
 
 namespace chiplet_fa {
@@ -250,5 +251,7 @@ BwdResult bwd_cpu(const BwdArgs& args) {
   }
   return {t.dq_accum.to(args.q.scalar_type()), t.dk, t.dv};
 }
+
+TORCH_LIBRARY_IMPL(chiplet_fa, CPU, m) { BwdOpEntry<bwd_cpu>::register_ops(m); }
 
 }  // namespace chiplet_fa

@@ -9,16 +9,17 @@
 #include <vector>
 
 #include <ATen/ATen.h>
+#include <torch/library.h>
 
 #include "cpu/block_math.h"
 #include "cpu/cpu_backend.h"
+#include "cpu/cpu_scores.h"
 #include "cpu/isa.h"
 #include "cpu/parallel.h"
-#include "cpu/scores.h"
 #include "mapping/mapping.h"
 #include "mapping/topology.h"
 #if defined(CFA_EMULATE)
-#include "ops/emulated/cdna3.h"
+#include "ops/emulated/emulated_kernels.h"
 #endif
 
 namespace chiplet_fa {
@@ -167,5 +168,7 @@ FwdResult fwd_cpu(const FwdArgs& args, const std::optional<at::Tensor>& given_ou
   }
   return {out, lse};
 }
+
+TORCH_LIBRARY_IMPL(chiplet_fa, CPU, m) { FwdOpEntry<fwd_cpu>::register_ops(m); }
 
 }  // namespace chiplet_fa

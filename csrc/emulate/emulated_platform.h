@@ -6,7 +6,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "emulate/launch.h"
+#include "emulate/kernel_launch.h"
 
 #define CFA_GLOBAL
 #define __launch_bounds__(...)

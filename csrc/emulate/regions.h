@@ -1,6 +1,6 @@
 // Global memory as the emulator sees it: named 4-D regions (batch, row, head, column) of the
 // tensors a launch may read through the copy path. locate() turns an address back into the
-// element it falls on; the copy hook (trace.h) uses it to refuse reads outside every region and
+// element it falls on; the copy hook (access_trace.h) uses it to refuse reads outside every region and
 // to record which rows of K and V each workgroup read.
 #pragma once
 #include <cstdint>

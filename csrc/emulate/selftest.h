@@ -19,7 +19,7 @@ void any(int threads, const int* in, int* out);
 // `barriers` the kernel races: what it reads depends on the schedule (Schedule in workgroup.h).
 void barrier_exchange(int threads, int shift, int rounds, bool barriers, int* out);
 // Launches a kernel that counts its workgroups with this grid, workgroup and LDS size: the count,
-// or the refusal of a launch beyond the hardware's limits (launch.h).
+// or the refusal of a launch beyond the hardware's limits (kernel_launch.h).
 int64_t count_workgroups(const unsigned (&grid)[3], const unsigned (&block)[3], size_t lds_bytes);
 // What a work-item reads from LDS no one wrote (the emulator poisons it: NaN).
 float unwritten_lds();

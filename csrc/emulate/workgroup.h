@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
+#include "emulate/access_trace.h"
 #include "emulate/fiber.h"
-#include "emulate/launch.h"
-#include "emulate/trace.h"
+#include "emulate/kernel_launch.h"
 
 namespace chiplet_fa::emu {
 

@@ -14,7 +14,7 @@
 //               order, one plain store per element.
 // Head dims above 128 run in column slices (bwd_slices): one launch of main (and dq) per slice of
 // dK, dV and dQ columns, each recomputing the scores over the whole head dim.
-// The sm90 family runs kernels/sm90/bwd_kernel.h's warp-specialised main pass instead of `main`;
+// The sm90 family runs kernels/sm90/bwd_kernel_sm90.h's warp-specialised main pass instead of `main`;
 // the preprocess and the dQ pass serve every family.
 #pragma once
 #include <cmath>
@@ -25,6 +25,7 @@
 #include "kernels/scores.h"
 #include "mapping/mapping.h"
 #include "kernels/tile_io.h"
+#include "kernels/tile_sizes.h"
 
 namespace chiplet_fa::CFA_FAMILY {
 
@@ -42,12 +43,13 @@ template <DType kDType, int kHeadDim>
 struct BwdConfig {
   using T = typename arch::Element<kDType>::type;
   static constexpr int kDim = kHeadDim;
-  static constexpr int kBlockN = bwd_block_n(kFamily, kHeadDim);
+  static constexpr BwdTiling kTiling = bwd_tiling(kFamily, kHeadDim);
+  static constexpr int kBlockN = kTiling.block_n;
   static constexpr int kWarpRows = 16;  // one mma m-tile per warp
   static constexpr int kWarps = kBlockN / kWarpRows;
   static constexpr int kThreads = kWarps * arch::kWarpSize;
   static constexpr int kSliceDim = bwd_slice_dim(kHeadDim);  // dK, dV columns a launch owns
-  static constexpr int kBlockM = arch::bwd_block_m(kHeadDim);
+  static constexpr int kBlockM = kTiling.block_m;
   static constexpr int kStride = arch::PaddedTile<1, kHeadDim>::kStride;
   static constexpr int kDsStride = arch::PaddedTile<1, kBlockM>::kStride;
   // dQ = dS K: warps split the kBlockM x kSliceDim block into row groups of 16 and column pieces.
@@ -65,8 +67,9 @@ template <DType kDType, int kHeadDim>
 struct BwdDqConfig {
   using T = typename arch::Element<kDType>::type;
   static constexpr int kDim = kHeadDim;
-  static constexpr int kBlockM = bwd_dq_block_m(kFamily, kHeadDim);
-  static constexpr int kBlockN = arch::bwd_dq_block_n(kHeadDim);
+  static constexpr DqTiling kTiling = dq_tiling(kFamily, kHeadDim);
+  static constexpr int kBlockM = kTiling.block_m;
+  static constexpr int kBlockN = kTiling.block_n;
   static constexpr int kSliceDim = bwd_slice_dim(kHeadDim);  // dQ columns a launch owns
   static constexpr int kWarpRows = 16;  // one mma m-tile per warp
   static constexpr int kWarps = kBlockM / kWarpRows;

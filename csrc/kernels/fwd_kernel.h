@@ -1,4 +1,5 @@
-// FlashAttention-2 forward, written once over the arch interface (arch/arch.h). One workgroup
+// FlashAttention-2 forward of the mma_sync and cdna3 families, written once over the arch interface
+// (arch/arch.h); sm90 runs its own (FwdKernelSm90, kernels/sm90/fwd_kernel_sm90.h). One workgroup
 // computes a kBlockM x D tile of the output; which tile comes from map_workgroup, so the
 // hardware's dispatch order of block ids becomes the mapping policy's visiting order.
 #pragma once
@@ -6,11 +7,11 @@
 
 #include "arch/arch.h"
 #include "kernels/fwd_params.h"
-#include "kernels/launch.h"
 #include "mapping/mapping.h"
 #include "kernels/online_softmax.h"
 #include "kernels/scores.h"
 #include "kernels/tile_io.h"
+#include "kernels/tile_sizes.h"
 
 namespace chiplet_fa::CFA_FAMILY {
 
@@ -18,10 +19,11 @@ template <DType kDType, int kHeadDim, bool kWindowed>
 struct FwdConfig {
   using T = typename arch::Element<kDType>::type;
   static constexpr int kDim = arch::padded_head_dim(kHeadDim);
-  static constexpr int kBlockM = fwd_block_m(kFamily, kDim);
-  static constexpr int kMTiles = arch::m_tiles_per_warp(kDim);
+  static constexpr FwdTiling kTiling = fwd_tiling(kFamily, kDim);
+  static constexpr int kBlockM = kTiling.block_m;
+  static constexpr int kMTiles = kTiling.m_tiles;
   static constexpr int kRowsPerWarp = 16 * kMTiles;
-  static constexpr int kBlockN = arch::block_n(kDim);
+  static constexpr int kBlockN = kTiling.block_n;
   static constexpr int kWarps = kBlockM / kRowsPerWarp;
   static constexpr int kThreads = kWarps * arch::kWarpSize;
   using QTile = arch::SmemTile<kBlockM, kDim>;

@@ -15,7 +15,7 @@ from pathlib import Path
 DTYPES = {"fp16": "kFloat16", "bf16": "kBFloat16"}
 # Head dims each family instantiates: a call runs in the smallest one that covers its head dim.
 # sm90 tiles are whole 64-column panels (the products at D = 96 cover 96 of 128);
-# cdna3 above 128 takes smaller tiles to fit gfx942's 64 KB of LDS (arch/cdna3.h).
+# cdna3 above 128 takes smaller tiles to fit gfx942's 64 KB of LDS (kernels/tile_sizes.h).
 HEAD_DIMS = {
     "mma_sync": {"fwd": (32, 64, 96, 128, 192, 256), "bwd": (32, 64, 96, 128, 192, 256),
                  "decode": (64, 128, 256)},

@@ -4,8 +4,8 @@
 #include "arch/family.h"
 #include "kernels/bwd_kernel.h"
 #if defined(CFA_FAMILY_SM90)
-#include "kernels/sm90/bwd_kernel.h"
-#include "kernels/sm90/fwd_kernel.h"
+#include "kernels/sm90/bwd_kernel_sm90.h"
+#include "kernels/sm90/fwd_kernel_sm90.h"
 #include "kernels/sm90/sections.h"
 #else
 #include "kernels/fwd_kernel.h"
@@ -51,29 +51,43 @@ void allow_smem(Kernel kernel) {
 constexpr bool kPlainVariants = kFamily == KernelFamily::kSm90;
 inline bool plain_scores(const FwdParams& p) { return p.softcap == 0.f && !p.alibi_slopes && p.softmax_scale > 0; }
 
-// The sm90 forward runs persistent workers (at most one per SM) with TMA descriptions of q, k, v;
-// the other families one workgroup per tile with the params alone.
+// Every forward launch first: the kernel's shared memory allowed, a packed batch's ragged grid
+// filled in; returns the grid's size in tiles.
+template <typename Fwd, typename Kernel>
+int64_t prepare_fwd_launch(Kernel kernel, const FwdParams& p, cfaStream_t stream) {
+  allow_smem<Fwd::kSmemBytes>(kernel);
+  fill_grid(p.cu_seqlens_q, p.batch, p.total_q, p.seqlen_q, Fwd::kBlockM, p.block_offsets, false, stream);
+  return p.launch_size(p.grid_shape(), p.total_q, Fwd::kBlockM);
+}
+
+#if defined(CFA_FAMILY_SM90)
+// The sm90 forward runs persistent workers (at most one per SM) with TMA descriptions of q, k, v.
 template <DType kDType, int kHeadDim, bool kWindowed, bool kPlain>
 void launch_fwd(const FwdParams& p, cfaStream_t stream) {
-  using Cfg = FwdKernel<kDType, kHeadDim, kWindowed, kPlain>;
-  static_assert(Cfg::kBlockM == fwd_block_m(kFamily, kHeadDim), "the binding sizes the grid with fwd_block_m");
-  auto kernel = fwd_kernel<kDType, kHeadDim, kWindowed, kPlain>;
-  allow_smem<Cfg::kSmemBytes>(kernel);
-  fill_grid(p.cu_seqlens_q, p.batch, p.total_q, p.seqlen_q, Cfg::kBlockM, p.block_offsets, false, stream);
-  const int64_t grid = p.launch_size(p.grid_shape(), p.total_q, Cfg::kBlockM);
-#if defined(CFA_FAMILY_SM90)
+  using Fwd = FwdKernelSm90<kDType, kHeadDim, kWindowed, kPlain>;
+  static_assert(Fwd::kBlockM == fwd_block_m(kFamily, kHeadDim), "the binding sizes the grid with fwd_block_m");
+  auto kernel = fwd_kernel_sm90<kDType, kHeadDim, kWindowed, kPlain>;
+  const int64_t grid = prepare_fwd_launch<Fwd>(kernel, p, stream);
   const int domains = scheduler_domains(p);
   const int64_t workers = persistent_workers(grid, domains);
-  const FwdParams q = with_tail_split<Cfg>(with_sections(p, workers, domains, int(sizeof(typename Cfg::T))), grid,
+  const FwdParams q = with_tail_split<Fwd>(with_sections(p, workers, domains, int(sizeof(typename Fwd::T))), grid,
                                            workers, domains, stream);
-  TmaFwdParams args = with_tensor_maps(q, kDType == DType::kBFloat16, Cfg::kBlockM, Cfg::kBlockN);
+  TmaFwdParams args = with_tensor_maps(q, kDType == DType::kBFloat16, Fwd::kBlockM, Fwd::kBlockN);
   if constexpr (kTrace) args.trace = trace_sink();
   cfaMemsetAsync(p.tile_counters, 0, sizeof(int32_t) * domains, stream);
-  CFA_LAUNCH(kernel, dim3(unsigned(workers)), dim3(Cfg::kThreads), Cfg::kSmemBytes, stream, args);
-#else
-  CFA_LAUNCH(kernel, dim3(unsigned(grid)), dim3(Cfg::kThreads), Cfg::kSmemBytes, stream, p);
-#endif
+  CFA_LAUNCH(kernel, dim3(unsigned(workers)), dim3(Fwd::kThreads), Fwd::kSmemBytes, stream, args);
 }
+#else
+// The other families run one workgroup per tile with the params alone.
+template <DType kDType, int kHeadDim, bool kWindowed, bool kPlain>
+void launch_fwd(const FwdParams& p, cfaStream_t stream) {
+  using Fwd = FwdKernel<kDType, kHeadDim, kWindowed, kPlain>;
+  static_assert(Fwd::kBlockM == fwd_block_m(kFamily, kHeadDim), "the binding sizes the grid with fwd_block_m");
+  auto kernel = fwd_kernel<kDType, kHeadDim, kWindowed, kPlain>;
+  const int64_t grid = prepare_fwd_launch<Fwd>(kernel, p, stream);
+  CFA_LAUNCH(kernel, dim3(unsigned(grid)), dim3(Fwd::kThreads), Fwd::kSmemBytes, stream, p);
+}
+#endif
 
 template <DType kDType, int kHeadDim, bool kWindowed>
 void run_fwd(const FwdParams& p, cfaStream_t stream) {

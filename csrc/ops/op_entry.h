@@ -22,21 +22,16 @@ inline MaskArgs mask_args(bool causal, int64_t left, int64_t right, double softc
   return MaskArgs{causal, left, right, softcap, alibi_slopes};
 }
 
-template <FwdResult (*kFwd)(const FwdArgs&, const std::optional<at::Tensor>&),
-          BwdResult (*kBwd)(const BwdArgs&)>
-struct OpEntry {
+// A backend's forward entry as the forward operators (fwd, fwd_varlen, fwd_varlen.out). The file
+// that defines the entry registers them beside it:
+//   TORCH_LIBRARY_IMPL(chiplet_fa, <dispatch key>, m) { FwdOpEntry<fwd_entry>::register_ops(m); }
+template <FwdResult (*kFwd)(const FwdArgs&, const std::optional<at::Tensor>&)>
+struct FwdOpEntry {
   static FwdResult fwd(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, std::optional<double> scale,
                        bool causal, std::string mapping, int64_t num_xcds, int64_t left, int64_t right,
                        double softcap, const std::optional<at::Tensor>& alibi, bool /*deterministic*/) {
     return kFwd(FwdArgs{q, k, v, scale, mask_args(causal, left, right, softcap, alibi), mapping, num_xcds,
                         std::nullopt}, std::nullopt);
-  }
-  static BwdResult bwd(const at::Tensor& dout, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                       const at::Tensor& out, const at::Tensor& lse, std::optional<double> scale, bool causal,
-                       std::string mapping, int64_t num_xcds, bool deterministic, int64_t left, int64_t right,
-                       double softcap, const std::optional<at::Tensor>& alibi) {
-    return kBwd(BwdArgs{dout, q, k, v, out, lse, scale, mask_args(causal, left, right, softcap, alibi), mapping,
-                        num_xcds, deterministic, std::nullopt});
   }
   static FwdResult fwd_varlen(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                               const at::Tensor& cu_q, const at::Tensor& cu_k, int64_t max_q, int64_t max_k,
@@ -54,6 +49,25 @@ struct OpEntry {
     return std::get<1>(kFwd(FwdArgs{q, k, v, scale, mask_args(causal, left, right, softcap, alibi), mapping,
                                     num_xcds, VarlenArgs{cu_q, cu_k, max_q, max_k}}, out));
   }
+
+  static void register_ops(torch::Library& m) {
+    m.impl("fwd", &fwd);
+    m.impl("fwd_varlen", &fwd_varlen);
+    m.impl("fwd_varlen.out", &fwd_varlen_out);
+  }
+};
+
+// A backend's backward entry as the backward operators (bwd, bwd_varlen), registered as the
+// forward's are, beside it.
+template <BwdResult (*kBwd)(const BwdArgs&)>
+struct BwdOpEntry {
+  static BwdResult bwd(const at::Tensor& dout, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                       const at::Tensor& out, const at::Tensor& lse, std::optional<double> scale, bool causal,
+                       std::string mapping, int64_t num_xcds, bool deterministic, int64_t left, int64_t right,
+                       double softcap, const std::optional<at::Tensor>& alibi) {
+    return kBwd(BwdArgs{dout, q, k, v, out, lse, scale, mask_args(causal, left, right, softcap, alibi), mapping,
+                        num_xcds, deterministic, std::nullopt});
+  }
   static BwdResult bwd_varlen(const at::Tensor& dout, const at::Tensor& q, const at::Tensor& k,
                               const at::Tensor& v, const at::Tensor& out, const at::Tensor& lse,
                               const at::Tensor& cu_q, const at::Tensor& cu_k, int64_t max_q, int64_t max_k,
@@ -65,10 +79,7 @@ struct OpEntry {
   }
 
   static void register_ops(torch::Library& m) {
-    m.impl("fwd", &fwd);
     m.impl("bwd", &bwd);
-    m.impl("fwd_varlen", &fwd_varlen);
-    m.impl("fwd_varlen.out", &fwd_varlen_out);
     m.impl("bwd_varlen", &bwd_varlen);
   }
 };

@@ -14,12 +14,11 @@
 #include "mapping/topology.h"
 #include "ops/resolve_mapping.h"
 #if CHIPLET_FA_GPU
-#include "ops/gpu/kernel_family.h"
+#include "ops/gpu/device_family.h"
 #endif
 #if defined(CFA_EMULATE)
 #include "ops/emulated/bind_emulate.h"
-#include "ops/emulated/cdna3.h"
-#include "ops/emulated/cdna3_tiles.h"
+#include "ops/emulated/emulated_kernels.h"
 #endif
 
 namespace chiplet_fa {

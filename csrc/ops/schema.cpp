@@ -1,9 +1,10 @@
-// The operator schemas. Backends register kernels for them with register_ops (ops/op_entry.h) in
-// their own files; the fake (meta) kernels and autograd formulas live in chiplet_fa/_ops.py and
-// chiplet_fa/_autograd.py. Masks follow flash-attention: window (left, right) around the
-// bottom-right-aligned diagonal, -1 unbounded, causal = right 0; softcap 0 = none; alibi_slopes
-// float32 (H_q,) or (B, H_q). A forward's `deterministic` is for autograd: the backward it
-// leads to runs without atomics (as also under torch.use_deterministic_algorithms).
+// The operator schemas. A backend registers its forward and its backward for them beside each
+// (FwdOpEntry / BwdOpEntry::register_ops, ops/op_entry.h); the fake (meta) kernels and autograd
+// formulas live in chiplet_fa/_ops.py and chiplet_fa/_autograd.py. Masks follow flash-attention:
+// window (left, right) around the bottom-right-aligned diagonal, -1 unbounded, causal = right 0;
+// softcap 0 = none; alibi_slopes float32 (H_q,) or (B, H_q). A forward's `deterministic` is for
+// autograd: the backward it leads to runs without atomics (as also under
+// torch.use_deterministic_algorithms).
 #include <torch/library.h>
 
 #define CFA_MASK_ARGS "int window_left=-1, int window_right=-1, float softcap=0.0, Tensor? alibi_slopes=None"

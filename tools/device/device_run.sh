@@ -145,7 +145,7 @@ torch.cuda.synchronize()" > /dev/null 2>&1 || status=1
         python3 tools/sass/ncu_sass_top.py "$OUT/${f}_sass.csv" --top 25 > "$OUT/${f}_top.txt" 2>&1
       done
       pwin=$([ "$pcausal" = True ] && echo 1 || echo 0)  # a causal mask runs the windowed kernel
-      fwd_sym="sm9010fwd_kernelILNS_5DTypeE1ELi${phd}ELb${pwin}ELb1E"  # sm90::fwd_kernel<bf16, D, windowed?, plain>
+      fwd_sym="sm9015fwd_kernel_sm90ILNS_5DTypeE1ELi${phd}ELb${pwin}ELb1E"  # sm90::fwd_kernel_sm90<bf16, D, windowed?, plain>
       cuobjdump -sass "$so" | awk -v s="$fwd_sym" '$0 ~ "Function : .*" s {p=1; print; next} p && /Function : / {p=0} p' \
         > "$OUT/sass_fwd_hdim$phd.txt"
       for f in "${profiles[@]}"; do

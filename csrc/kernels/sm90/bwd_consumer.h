@@ -1,7 +1,7 @@
 // The consumer warpgroups of the sm90 backward main pass (BwdKvKernelSm90, whose header includes
 // this one at its end: the consumer reads the kernel's tiles, shared memory and walk). What a
 // consumer computes per query block, and how the dQ shares go round, is at the top of
-// kernels/sm90/bwd_kernel.h. One Consumer per thread, its state what the loop carries: dK, dV and
+// kernels/sm90/bwd_kernel_sm90.h. One Consumer per thread, its state what the loop carries: dK, dV and
 // the share a step late.
 #pragma once
 

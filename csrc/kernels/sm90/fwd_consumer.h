@@ -1,12 +1,12 @@
-// The consumer warpgroups of the sm90 forward (FwdKernel, whose header includes this one at its
+// The consumer warpgroups of the sm90 forward (FwdKernelSm90, whose header includes this one at its
 // end: a consumer reads the kernel's tiles, ring and tile slots). What a consumer does per step,
-// and how the turns go round, is at the top of kernels/sm90/fwd_kernel.h.
+// and how the turns go round, is at the top of kernels/sm90/fwd_kernel_sm90.h.
 #pragma once
 
 namespace chiplet_fa::CFA_FAMILY {
 
 template <DType kDType, int kHeadDim, bool kWindowed, bool kPlain>
-struct FwdKernel<kDType, kHeadDim, kWindowed, kPlain>::Consumer {
+struct FwdKernelSm90<kDType, kHeadDim, kWindowed, kPlain>::Consumer {
   // The consumers' turns run on from tile to tile, in a ring: consumer 0 takes the first step, each
   // step hands the turn to the next consumer, and consumer 0 takes the turn the last one hands
   // over before it stops. So one consumer starts the next tile while the others finish the last one.

@@ -6,10 +6,10 @@
 
 #include <torch/extension.h>
 
+#include "emulate/access_trace.h"
 #include "emulate/selftest.h"
-#include "emulate/trace.h"
 #include "emulate/workgroup.h"
-#include "ops/emulated/cdna3_tiles.h"
+#include "ops/emulated/emulated_kernels.h"
 #include "ops/fwd_api.h"
 
 namespace py = pybind11;

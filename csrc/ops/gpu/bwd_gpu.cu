@@ -1,17 +1,15 @@
-// CUDA / HIP implementation of chiplet_fa::bwd and bwd_varlen, and the registration of the GPU
-// ops: the kernel family the device runs, on the device's stream, through the shared kernel
-// binding (ops/kernel_binding.h). (The CUDA dispatch key also serves ROCm.)
+// CUDA / HIP implementation of chiplet_fa::bwd and bwd_varlen, and their registration: the kernel
+// family the device runs, on the device's stream, through the shared kernel binding
+// (ops/kernel_binding.h). (The CUDA dispatch key also serves ROCm.)
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
 #include "mapping/topology.h"
 #include "ops/gpu/binding_common.h"
-#include "ops/gpu/kernel_family.h"
+#include "ops/gpu/device_family.h"
 #include "ops/kernel_binding.h"
 
 namespace chiplet_fa {
-
-FwdResult fwd_gpu(const FwdArgs& args, const std::optional<at::Tensor>& out);
 
 BwdResult bwd_gpu(const BwdArgs& a) {
   check_qkv(a.op(), a.q, a.k, a.v, a.varlen);  // a mix with CPU tensors lands here: name it first
@@ -19,6 +17,6 @@ BwdResult bwd_gpu(const BwdArgs& a) {
   return bwd_with_kernels(a, kernel_family(a.q.device()), detect_num_xcds(a.q.device()), current_stream());
 }
 
-TORCH_LIBRARY_IMPL(chiplet_fa, CUDA, m) { OpEntry<fwd_gpu, bwd_gpu>::register_ops(m); }
+TORCH_LIBRARY_IMPL(chiplet_fa, CUDA, m) { BwdOpEntry<bwd_gpu>::register_ops(m); }
 
 }  // namespace chiplet_fa

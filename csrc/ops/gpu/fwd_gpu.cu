@@ -1,11 +1,12 @@
-// CUDA / HIP implementation of chiplet_fa::fwd and fwd_varlen: the kernel family the device runs,
-// on the device's stream, through the shared kernel binding (ops/kernel_binding.h). (The CUDA
-// dispatch key also serves ROCm.)
+// CUDA / HIP implementation of chiplet_fa::fwd and fwd_varlen, and their registration: the kernel
+// family the device runs, on the device's stream, through the shared kernel binding
+// (ops/kernel_binding.h). (The CUDA dispatch key also serves ROCm.)
 #include <c10/core/DeviceGuard.h>
+#include <torch/library.h>
 
 #include "mapping/topology.h"
 #include "ops/gpu/binding_common.h"
-#include "ops/gpu/kernel_family.h"
+#include "ops/gpu/device_family.h"
 #include "ops/kernel_binding.h"
 
 namespace chiplet_fa {
@@ -17,5 +18,7 @@ FwdResult fwd_gpu(const FwdArgs& a, const std::optional<at::Tensor>& given_out) 
 }
 
 int fwd_tile_rows(const at::Tensor& q) { return fwd_rows_for(kernel_family(q.device()), q); }
+
+TORCH_LIBRARY_IMPL(chiplet_fa, CUDA, m) { FwdOpEntry<fwd_gpu>::register_ops(m); }
 
 }  // namespace chiplet_fa

@@ -1,10 +1,10 @@
-#include "emulate/trace.h"
+#include "emulate/access_trace.h"
 
 #include <algorithm>
 #include <atomic>
 #include <stdexcept>
 
-#include "emulate/launch.h"
+#include "emulate/kernel_launch.h"
 
 namespace chiplet_fa::emu {
 namespace {

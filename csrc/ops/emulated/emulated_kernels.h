@@ -4,9 +4,11 @@
 // call stays on the CPU reference kernels (csrc/cpu/), which call these first.
 #pragma once
 #include <optional>
+#include <utility>
 
 #include <ATen/core/Tensor.h>
 
+#include "arch/dtype.h"
 #include "ops/op_entry.h"
 
 namespace chiplet_fa {
@@ -15,5 +17,10 @@ bool emulated_fwd_takes(const at::Tensor& q);
 bool emulated_bwd_takes(const at::Tensor& q);
 FwdResult emulated_fwd(const FwdArgs& args, const std::optional<at::Tensor>& given_out);
 BwdResult emulated_bwd(const BwdArgs& args);
+
+// (block_m, block_n) of the built cdna3 forward for `dtype` that covers `head_dim` (the binding
+// pads it to a multiple of 8 and runs the smallest instantiation that covers that), from
+// kernels/tile_sizes.h: what the K/V access stream of a trace is cut into. (0, 0) when none does.
+std::pair<int, int> emulated_fwd_tile(DType dtype, int head_dim);
 
 }  // namespace chiplet_fa

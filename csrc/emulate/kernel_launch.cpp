@@ -1,4 +1,4 @@
-#include "emulate/launch.h"
+#include "emulate/kernel_launch.h"
 
 #include <algorithm>
 #include <atomic>
@@ -11,7 +11,7 @@
 
 #include <ATen/Parallel.h>
 
-#include "emulate/trace.h"
+#include "emulate/access_trace.h"
 #include "emulate/workgroup.h"
 
 namespace chiplet_fa::emu {

@@ -1,4 +1,4 @@
-#include "ops/gpu/kernel_family.h"
+#include "ops/gpu/device_family.h"
 
 #include <algorithm>
 #include <cstdlib>

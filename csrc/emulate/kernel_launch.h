@@ -29,7 +29,7 @@ struct Launch {
   void (*body)(const void* call);  // runs the kernel for the calling work-item
   const void* call;
   std::vector<Region> regions;  // readable through the copy path; empty: unchecked
-  int trace_slot = -1;          // set by run_grid while a trace session is open (trace.h)
+  int trace_slot = -1;          // set by run_grid while a trace session is open (access_trace.h)
 
   // Workgroups, numbered x fastest as the dispatcher deals them (blockIdx.x = id % grid_x(),
   // blockIdx.y = id / grid_x()), and work-items per workgroup (1-D, run_grid checks).

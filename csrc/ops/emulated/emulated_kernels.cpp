@@ -1,5 +1,6 @@
-#include "ops/emulated/cdna3.h"
+#include "ops/emulated/emulated_kernels.h"
 
+#include "kernels/tile_sizes.h"
 #include "mapping/topology.h"
 #include "ops/kernel_binding.h"
 
@@ -8,7 +9,7 @@ namespace {
 
 // The largest head dim this build has a cdna3 `bwd` or forward unit for in `dtype` (0: none):
 // the dispatch tables list the built units in increasing head dim.
-int built_head_dim(DType dtype, bool bwd) {
+int largest_built_head_dim(DType dtype, bool bwd) {
   int largest = 0;
 #define CFA_CASE(KIND, NS, FAMILY, DT, HD) \
   if (dtype == DType::DT) largest = HD;
@@ -24,7 +25,7 @@ int built_head_dim(DType dtype, bool bwd) {
 bool takes(const at::Tensor& q, bool bwd) {
   const auto t = q.scalar_type();
   if (q.dim() < 3 || (t != at::kHalf && t != at::kBFloat16)) return false;
-  return q.size(-1) <= built_head_dim(dtype_of(q), bwd);
+  return q.size(-1) <= largest_built_head_dim(dtype_of(q), bwd);
 }
 
 }  // namespace
@@ -39,6 +40,13 @@ FwdResult emulated_fwd(const FwdArgs& args, const std::optional<at::Tensor>& giv
 
 BwdResult emulated_bwd(const BwdArgs& args) {
   return bwd_with_kernels(args, KernelFamily::kCdna3, detect_num_xcds(args.q.device()), nullptr);
+}
+
+std::pair<int, int> emulated_fwd_tile(DType dtype, int head_dim) {
+  const int built = built_head_dim(KernelFamily::kCdna3, dtype, (head_dim + 7) / 8 * 8, false);
+  if (!built) return {0, 0};
+  const FwdTiling tiling = cdna3_fwd_tiling(built);
+  return {tiling.block_m, tiling.block_n};
 }
 
 }  // namespace chiplet_fa

@@ -33,46 +33,42 @@
 #include "kernels/sm90/tile_scheduler.h"
 #include "kernels/sm90/trace_events.h"
 #include "kernels/tile_io.h"
+#include "kernels/tile_sizes.h"
 #include "mapping/mapping.h"
 
 namespace chiplet_fa::CFA_FAMILY {
 
-// 65536 / 384 = 168 registers a thread at launch; the producer, which only issues copies, gives
-// most of its share to the consumers (40 * 128 + 232 * 256 <= 168 * 384; at 24 or 32 its per-tile
-// mapping arithmetic spills more, and the consumers need no more than 232). Up to D = 64 a
-// consumer's O takes 32 registers and its scores 64 + 32 packed, so three consumers fit 160 each
-// (32 * 128 + 160 * 384 = 128 * 512): every K/V block then serves 192 rows, half as many again,
-// and a third warpgroup's softmax hides the other two's products (FlashAttention-3's tile there).
-template <int kDim>
-using FwdWarps = std::conditional_t<(kDim <= 64), arch::WarpSpecialised<3, 32, 160>, arch::WarpSpecialised<2, 40, 232>>;
+// The forward's tiles and warpgroups (kernels/tile_sizes.h) for kHeadDim in kDType.
+template <DType kDType, int kHeadDim>
+inline constexpr Sm90FwdTiling kFwdTilingSm90 =
+    sm90_fwd_tiling(kHeadDim, int(sizeof(typename arch::Element<kDType>::type)));
+template <DType kDType, int kHeadDim>
+using FwdWarps = arch::WarpSpecialised<kFwdTilingSm90<kDType, kHeadDim>.warps.consumers,
+                                       kFwdTilingSm90<kDType, kHeadDim>.warps.producer_regs,
+                                       kFwdTilingSm90<kDType, kHeadDim>.warps.consumer_regs>;
 
 // kPlain: scores without softcap or ALiBi, a kernel of its own so that the common case keeps the
 // registers and instruction footprint of a loop without them.
 template <DType kDType, int kHeadDim, bool kWindowed, bool kPlain>
-struct FwdKernel : FwdWarps<arch::padded_head_dim(kHeadDim)> {
-  using Warps = FwdWarps<arch::padded_head_dim(kHeadDim)>;
+struct FwdKernelSm90 : FwdWarps<kDType, kHeadDim> {
+  using Warps = FwdWarps<kDType, kHeadDim>;
   using Warps::kConsumers, Warps::kWgThreads, Warps::kProducerRegs, Warps::kConsumerRegs;
   using T = typename arch::Element<kDType>::type;
   static constexpr int kDim = arch::padded_head_dim(kHeadDim);  // shared-memory tiles: whole panels
   // The columns the products cover: at D = 96 QK^T and PV skip the last panel's upper half (zero),
-  // as in the backward (kernels/sm90/bwd_kernel.h).
+  // as in the backward (kernels/sm90/bwd_kernel_sm90.h).
   static constexpr int kCols = kHeadDim;
   static_assert(kCols % 32 == 0 && kCols <= kDim, "head dims of whole 32-column halves of a panel");
-  static constexpr int kBlockM = 64 * kConsumers;
-  static constexpr int kBlockN = arch::block_n(kDim);
+  static constexpr Sm90FwdTiling kTiling = kFwdTilingSm90<kDType, kHeadDim>;
+  static constexpr int kBlockM = kTiling.block_m;
+  static constexpr int kBlockN = kTiling.block_n;
   static constexpr int kPanels = kDim / arch::kTmaBoxCols;
 
   using QTile = arch::SmemTile<kBlockM, kDim>;
   using KVTile = arch::SmemTile<kBlockN, kDim>;
-  // Q buffers (two let the next tile's Q land while this one's is in use) and K/V buffers, in the
-  // 227 KB a workgroup may use: two of Q and three of K/V at D=64, two and two at D=128 and 192,
-  // one and two at D=256.
-  static constexpr int kMaxSmemBytes = 227 * 1024;
-  static constexpr bool fits(int q, int kv) {
-    return (q * QTile::kElems + 2 * kv * KVTile::kElems) * int(sizeof(T)) + 1024 <= kMaxSmemBytes;
-  }
-  static constexpr int kQStages = fits(2, 2) ? 2 : 1;
-  static constexpr int kStages = fits(kQStages, 3) ? 3 : 2;
+  // Q buffers and K/V buffers, in the shared memory a workgroup may use.
+  static constexpr int kQStages = kTiling.q_stages;
+  static constexpr int kStages = kTiling.kv_stages;
   static constexpr uint32_t kQBytes = QTile::kElems * sizeof(T), kKVBytes = KVTile::kElems * sizeof(T);
   using SAcc = arch::Acc<1, kBlockN>;
   using OAcc = arch::Acc<1, kCols>;
@@ -117,7 +113,7 @@ struct FwdKernel : FwdWarps<arch::padded_head_dim(kHeadDim)> {
   };
   static constexpr int kTileBytes = (kQStages * QTile::kElems + 2 * kStages * KVTile::kElems) * int(sizeof(T));
   static constexpr int kSmemBytes = kTileBytes + int(sizeof(Barriers)) + kInfoSlots * int(sizeof(TileInfo));
-  static_assert(kSmemBytes <= kMaxSmemBytes, "shared memory per workgroup on sm_90");
+  static_assert(kSmemBytes <= kSm90SmemBytes, "shared memory per workgroup on sm_90");
   // Named barriers 1, 2, ...: consumer c's turn (0 is __syncthreads), taken by c and handed over
   // by the consumer before it.
   static constexpr int kTurnBarrier = 1, kTurnThreads = 2 * kWgThreads;
@@ -339,9 +335,9 @@ namespace chiplet_fa::CFA_FAMILY {
 // macro argument. One workgroup per SM: the consumers take all the registers. The parameter
 // lives in constant memory (__grid_constant__): the copy engine reads the tensor maps from there.
 template <DType kDType, int kHeadDim, bool kWindowed, bool kPlain>
-CFA_GLOBAL void __launch_bounds__((FwdKernel<kDType, kHeadDim, kWindowed, kPlain>::kThreads), 1)
-    fwd_kernel(const __grid_constant__ TmaFwdParams a) {
-  FwdKernel<kDType, kHeadDim, kWindowed, kPlain>::run(a, dynamic_smem());
+CFA_GLOBAL void __launch_bounds__((FwdKernelSm90<kDType, kHeadDim, kWindowed, kPlain>::kThreads), 1)
+    fwd_kernel_sm90(const __grid_constant__ TmaFwdParams a) {
+  FwdKernelSm90<kDType, kHeadDim, kWindowed, kPlain>::run(a, dynamic_smem());
 }
 
 }  // namespace chiplet_fa::CFA_FAMILY

@@ -1,4 +1,4 @@
-// FlashAttention-2 backward main pass for sm_90a, warp-specialised like kernels/sm90/fwd_kernel.h.
+// FlashAttention-2 backward main pass for sm_90a, warp-specialised like kernels/sm90/fwd_kernel_sm90.h.
 // A workgroup owns kBlockN keys (128; 64 above D = 128, kWide below) of one KV head
 // (map_kv_workgroup, ACC = KV head) and produces their dK and dV; unless kDq is kSeparatePass it
 // also adds every query block's dQ share.
@@ -45,19 +45,20 @@
 #include "kernels/sm90/trace_events.h"
 #include "mapping/mapping.h"
 #include "kernels/tile_io.h"
+#include "kernels/tile_sizes.h"
 
 namespace chiplet_fa::CFA_FAMILY {
 
-// Consumers hold dK, dV (128 registers at D = 128), S^T and dP^T (64), P^T and dS^T packed (32):
-// 224 spills in the causal kernels, and 40 + 2 * 232 takes the whole pool of 168 * 3.
-// kPlain: scores without softcap or ALiBi, a kernel of its own (see kernels/sm90/fwd_kernel.h).
 // How the main pass's dQ shares reach dq_accum: not at all (a separate dQ pass), by TMA
 // reductions as they come (atomic), or the same in fixed point (BwdParams::dq_scale: integer
 // sums, the same in any order; deterministic mode).
 enum class DqMode { kSeparatePass, kAtomic, kFixed };
 
+// kPlain: scores without softcap or ALiBi, a kernel of its own (see kernels/sm90/fwd_kernel_sm90.h).
+// Tiles and warpgroups: kernels/tile_sizes.h.
 template <DType kDType, int kHeadDim, bool kWindowed, DqMode kDq, bool kPlain>
-struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
+struct BwdKvKernelSm90
+    : arch::WarpSpecialised<kSm90BwdWarps.consumers, kSm90BwdWarps.producer_regs, kSm90BwdWarps.consumer_regs> {
   using T = typename arch::Element<kDType>::type;
   static constexpr int kDim = arch::padded_head_dim(kHeadDim);  // shared-memory tiles: whole panels
   // The columns the products cover: at D = 96 the last panel's upper half (zero) takes no part
@@ -67,12 +68,13 @@ struct BwdKvKernelSm90 : arch::WarpSpecialised<2, 40, 232> {
   static_assert(kCols % 32 == 0 && kCols <= kDim, "head dims of whole 32-column halves of a panel");
   static constexpr bool kWide = kDim > 128;
   static_assert(!kWide || (kCols == kDim && kDim <= 256), "wide heads: whole panels, up to 256 columns");
-  static constexpr int kBlockN = kWide ? 64 : 64 * kConsumers;
-  static constexpr int kBlockM = 64;
+  static constexpr Sm90BwdTiling kTiling = sm90_bwd_tiling(kHeadDim);
+  static constexpr int kBlockN = kTiling.block_n;
+  static constexpr int kBlockM = kTiling.block_m;
+  static_assert(kBlockN == (kWide ? 64 : 64 * kConsumers), "a consumer's 64 keys, or (kWide) one block shared");
   static constexpr int kScoreCols = kWide ? kBlockM / kConsumers : kBlockM;  // queries of a consumer's S^T
   static constexpr int kKeyCols = kWide ? 128 : kCols;                       // dK, dV columns a consumer holds
-  // At D = 256 a second stage of Q and dO (64 KB) does not fit beside K, V, P^T, dS^T and dQ's staging.
-  static constexpr int kStages = kDim > 192 ? 1 : 2;
+  static constexpr int kStages = kTiling.stages;
   static_assert(geometry(kFamily).bwd_row_pad % kBlockM == 0, "query blocks read lse_log2 and D unchecked");
 
   using KVTile = arch::SmemTile<kBlockN, kDim>;
