@@ -292,3 +292,17 @@ def test_a_groups_row_blocks_and_splits_share_an_xcd(mapping, one_xcd):
     xcds_per_row[keys, cache[:, 1]] = True
     spread = xcds_per_row.sum(1).max().item()
     assert (spread == 1) == one_xcd, f"{mapping}: a cache row read on up to {spread} XCDs"
+
+
+@pytest.mark.parametrize("rows, mapping, hits, dram_gb", [
+    (8, "swizzled_head_first", 0.0, 2.15), (8, "block_first", 0.0, 2.15),
+    (32, "swizzled_head_first", 0.5, 2.15), (32, "head_first", 0.0, 4.30), (32, "block_first", 0.0, 4.30)])
+def test_l2_model_on_a_decoding_grid(rows, mapping, hits, dram_gb):
+    """docs/decode.md's table: a group's second row block re-reads its keys from L2 only when the
+    swizzled head-first order keeps it in the group's XCD (MI300X preset, 16 x 32K keys, GQA 8)."""
+    from chiplet_fa.locality import Shape, preset, simulate
+    shape = Shape(batch=16, num_q_heads=8, num_kv_heads=8, seqlen_q=rows, seqlen_k=32768, head_dim=128,
+                  block_m=16, block_n=64)
+    p = simulate(preset("mi300x"), shape, mapping)
+    assert p.kv_hit_rate == pytest.approx(hits, abs=1e-3)
+    assert p.dram_read_bytes / 1e9 == pytest.approx(dram_gb, abs=0.01)

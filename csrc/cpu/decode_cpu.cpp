@@ -14,7 +14,7 @@
 #if defined(CFA_EMULATE)
 #include "mapping/topology.h"
 #include "ops/decode_binding.h"
-#include "ops/emulated/cdna3.h"
+#include "ops/emulated/emulated_kernels.h"
 #endif
 
 namespace chiplet_fa {

@@ -154,4 +154,13 @@ constexpr int bwd_block_n(KernelFamily f, int head_dim) {
 // Query rows per workgroup of the deterministic dQ pass.
 constexpr int bwd_dq_block_m(KernelFamily f, int head_dim) { return dq_tiling(f, head_dim).block_m; }
 
+// --- decoding (kernels/decode/), mma_sync and cdna3 (sm90 decodes with mma_sync's) ---
+// One warp (wave) a workgroup, its one 16-row m-tile holding (token, query head) pairs of a KV
+// head's group: decoding rows are few, and the cache's bytes, not the products, bound a step.
+// 64 keys a step (Q, K and V take 36 KB at D = 128); cdna3 as its forward above D = 64, the LDS
+// holding K and V of 32 keys at D = 192 and 16 at D = 256.
+constexpr FwdTiling decode_tiling(KernelFamily f, int d) {
+  return {16, f == KernelFamily::kCdna3 ? cdna3_fwd_tiling(d).block_n : 64, 1};
+}
+
 }  // namespace chiplet_fa

@@ -12,17 +12,17 @@
 #include "kernels/decode/decode_params.h"
 #include "kernels/online_softmax.h"
 #include "kernels/scores.h"
+#include "kernels/tile_sizes.h"
 
 namespace chiplet_fa::CFA_FAMILY {
-
-// Keys per step: 64, or what the family's LDS holds at the head dim (cdna3: 64 KB a workgroup).
-constexpr int decode_block_n(int d) { return kFamily == KernelFamily::kCdna3 ? arch::block_n(d) : 64; }
 
 template <DType kDType, int kHeadDim>
 struct DecodeKernel {
   using T = typename arch::Element<kDType>::type;
   static constexpr int kDim = arch::padded_head_dim(kHeadDim);
-  static constexpr int kBlockM = 16, kBlockN = decode_block_n(kDim), kThreads = arch::kWarpSize;
+  static constexpr FwdTiling kTiles = decode_tiling(kFamily, kDim);
+  static constexpr int kBlockM = kTiles.block_m, kBlockN = kTiles.block_n, kThreads = arch::kWarpSize;
+  static_assert(kTiles.m_tiles == 1 && kBlockM == 16, "one warp, one m-tile a workgroup");
   using QTile = arch::SmemTile<kBlockM, kDim>;
   using KVTile = arch::SmemTile<kBlockN, kDim>;
   static constexpr int kSmemBytes = (QTile::kElems + 2 * KVTile::kElems) * int(sizeof(T));

@@ -5,12 +5,13 @@
 #pragma once
 #include "arch/kernel_family.h"
 #include "kernels/decode/decode_params.h"
+#include "kernels/tile_sizes.h"
 #include "platform.h"
 
 namespace chiplet_fa {
 
 // Rows of a decoding tile in every family: (token, query head) pairs of one KV head's group.
-constexpr int kDecodeBlockM = 16;
+constexpr int kDecodeBlockM = decode_tiling(KernelFamily::kMmaSync, 128).block_m;
 
 // The family whose decoding kernels a device of `family` runs.
 constexpr KernelFamily decode_family(KernelFamily family) {

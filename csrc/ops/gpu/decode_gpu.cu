@@ -7,7 +7,7 @@
 #include "ops/decode_binding.h"
 #include "ops/decode_entry.h"
 #include "ops/gpu/binding_common.h"
-#include "ops/gpu/kernel_family.h"
+#include "ops/gpu/device_family.h"
 
 namespace chiplet_fa {
 namespace {
