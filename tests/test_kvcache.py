@@ -63,6 +63,7 @@ class Case:
         self.alibi = draw(st.booleans(), label="alibi")
         self.num_splits = draw(st.sampled_from([0, 1, 2, 5]), label="num_splits")
         self.interleaved = draw(st.booleans(), label="interleaved")
+        self.q_transposed = draw(st.booleans(), label="q_transposed")
         self._tensors(draw)
 
     def _tensors(self, draw):
@@ -70,7 +71,8 @@ class Case:
         opts = dict(dtype=self.dtype, device=self.device)
         rnd = lambda *shape: torch.randn(*shape, generator=gen).to(**opts)  # noqa: E731
         b, h, hk, d = self.batch, self.heads, self.kv_heads, self.head_dim
-        self.q = rnd(b, self.seqlen_q, h, d)
+        # transformers hands q over as a (B, H, N_q, D) tensor transposed: strides other than dense
+        self.q = rnd(b, h, self.seqlen_q, d).transpose(1, 2) if self.q_transposed else rnd(b, self.seqlen_q, h, d)
         self.k = rnd(b, self.seqlen_new, hk, d) if self.seqlen_new else None
         self.v = rnd(b, self.seqlen_new, hk, d) if self.seqlen_new else None
         if self.paged:

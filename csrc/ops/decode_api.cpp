@@ -206,7 +206,7 @@ DecodeParams decode_params(const DecodeArgs& a, const DecodeDims& d, int detecte
     p.alibi_batch_stride = m.alibi_slopes->dim() == 2 ? m.alibi_slopes->stride(0) : 0;
   }
   // ALiBi's slope is per query head, the tile's scores take one: one head a tile.
-  p.heads_per_tile = m.alibi_slopes ? 1 : int32_t(d.num_q_heads / d.num_kv_heads);
+  p.heads_per_tile = m.alibi_slopes ? 1 : std::max<int32_t>(1, int32_t(d.num_q_heads / d.num_kv_heads));
   p.num_xcds = a.num_xcds == -1 ? detected_xcds : int32_t(a.num_xcds);
   // A group's row blocks re-read its keys, its splits read disjoint ones: the swizzled head-first
   // order keeps the re-reads in the group's L2 domain and costs the splits nothing (docs/decode.md).

@@ -31,7 +31,8 @@ inline std::tuple<at::Tensor, at::Tensor> decode_with_kernels(DecodeArgs a, Kern
                     ": the GPU kernels read and write the cache in 16-byte pieces: head_dim must be a multiple of 8 "
                     "and k_cache/v_cache 16-byte aligned with strides in multiples of 8 elements, got head_dim ",
                     d.head_dim, " and strides ", a.k_cache.strides(), " / ", a.v_cache.strides());
-  a.q = kernel_layout(a.q, d.head_dim);
+  // The rotated copy of q is dense; the kernels read it with q's strides, so q is made dense too.
+  a.q = d.rotary_dim > 0 ? a.q.contiguous() : kernel_layout(a.q, d.head_dim);
   DecodeParams p = decode_params(a, d, detected_xcds);
   p.block_m = kDecodeBlockM;
   at::Tensor out = at::empty(a.q.sizes(), a.q.options());
@@ -45,7 +46,7 @@ inline std::tuple<at::Tensor, at::Tensor> decode_with_kernels(DecodeArgs a, Kern
                     " workgroups (batch x head groups x row blocks x splits) exceed the launch grid's 2^31 - 1");
   at::Tensor q_rotated, out_accum, lse_accum;
   if (d.rotary_dim > 0) {
-    q_rotated = at::empty({d.batch, d.seqlen_q, d.num_q_heads, d.head_dim}, a.q.options());
+    q_rotated = at::empty_like(a.q);
     p.q_rotated = q_rotated.data_ptr();
   }
   if (p.num_splits > 1) {

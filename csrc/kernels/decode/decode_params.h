@@ -24,7 +24,7 @@ struct CacheSpan {
 
 struct DecodeParams {
   const void* q;  // rotated into q_rotated first when rotary_dim > 0
-  void* q_rotated;
+  void* q_rotated;  // dense, as q then is
   void* k_cache;
   void* v_cache;
   const void* k_new;  // nullptr: nothing to append
