@@ -50,7 +50,8 @@ class Case:
         self.rotary = self.seqlen_new > 0 and draw(st.booleans(), label="rotary")
         if paged:
             self.page = draw(st.sampled_from([1, 4, 16, 64]), label="page_size")
-            self.pages_per_seq = draw(st.integers(1, max(1, 200 // self.page)), label="pages_per_seq")
+            fewest = max(1, -(-self.seqlen_new // self.page))  # room for the appends
+            self.pages_per_seq = draw(st.integers(fewest, max(fewest, 200 // self.page)), label="pages_per_seq")
             self.capacity = self.page * self.pages_per_seq
         else:
             self.capacity = draw(st.integers(max(1, self.seqlen_new), 200), label="cache_len")
