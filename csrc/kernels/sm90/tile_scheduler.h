@@ -146,7 +146,8 @@ struct FwdTileScheduler {
       second.slot = -1;
       wid = whole + piece.tile;
     } else {
-      wid = walk.next([this](int32_t d) { return atomicAdd(counters + d, 1); });
+      // The counters by value: a lambda holding `this` changed the kernel's SASS (its spill slots).
+      wid = walk.next([c = counters](int32_t d) { return atomicAdd(c + d, 1); });
       if (Fwd::kSplits && wid >= whole) {
         const int32_t u = int32_t(wid - whole);
         piece = unit_piece(split, u, 0);
