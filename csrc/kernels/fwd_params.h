@@ -123,7 +123,7 @@ struct FwdParams {
   CFA_HOST_DEVICE int32_t num_m_blocks() const { return (seqlen_q + block_m - 1) / block_m; }
   // Rows of a longest-first section (GridShape::longest_first_rows) of the grid the launched pass
   // walks (the backward's main pass: its key-block grid): 1 unless the launch code knows how many
-  // tiles run at once (the sm90 kernels, kernels/sm90/sections.h).
+  // tiles run at once (the sm90 kernels, kernels/sm90/tile_scheduler.h).
   int32_t section_rows;
 
   // A key window bounded on the right (causal, sliding) gives later query blocks more keys, so

@@ -6,7 +6,7 @@
 #if defined(CFA_FAMILY_SM90)
 #include "kernels/sm90/bwd_kernel_sm90.h"
 #include "kernels/sm90/fwd_kernel_sm90.h"
-#include "kernels/sm90/sections.h"
+#include "kernels/sm90/tile_scheduler.h"
 #else
 #include "kernels/fwd_kernel.h"
 #endif
@@ -61,20 +61,18 @@ int64_t prepare_fwd_launch(Kernel kernel, const FwdParams& p, cfaStream_t stream
 }
 
 #if defined(CFA_FAMILY_SM90)
-// The sm90 forward runs persistent workers (at most one per SM) with TMA descriptions of q, k, v.
+// The sm90 forward runs persistent workers (at most one per SM; kernels/sm90/tile_scheduler.h) with
+// TMA descriptions of q, k, v.
 template <DType kDType, int kHeadDim, bool kWindowed, bool kPlain>
 void launch_fwd(const FwdParams& p, cfaStream_t stream) {
   using Fwd = FwdKernelSm90<kDType, kHeadDim, kWindowed, kPlain>;
   static_assert(Fwd::kBlockM == fwd_block_m(kFamily, kHeadDim), "the binding sizes the grid with fwd_block_m");
   auto kernel = fwd_kernel_sm90<kDType, kHeadDim, kWindowed, kPlain>;
   const int64_t grid = prepare_fwd_launch<Fwd>(kernel, p, stream);
-  const int domains = scheduler_domains(p);
-  const int64_t workers = persistent_workers(grid, domains);
-  const FwdParams q = with_tail_split<Fwd>(with_sections(p, workers, domains, int(sizeof(typename Fwd::T))), grid,
-                                           workers, domains, stream);
+  FwdParams q = p;
+  const int64_t workers = FwdTileScheduler<Fwd>::prepare(q, grid, stream);
   TmaFwdParams args = with_tensor_maps(q, kDType == DType::kBFloat16, Fwd::kBlockM, Fwd::kBlockN);
   if constexpr (kTrace) args.trace = trace_sink();
-  cfaMemsetAsync(p.tile_counters, 0, sizeof(int32_t) * domains, stream);
   CFA_LAUNCH(kernel, dim3(unsigned(workers)), dim3(Fwd::kThreads), Fwd::kSmemBytes, stream, args);
 }
 #else

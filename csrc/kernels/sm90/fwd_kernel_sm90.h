@@ -205,33 +205,15 @@ struct FwdKernelSm90 : FwdWarps<kDType, kHeadDim> {
   // QK^T of tile n - kQStages, so the consumers are done with tile n + 1 - kInfoSlots. A slot holding
   // no tile tells the producer and the consumers to stop. On a warp of its own, not the producer's
   // lane 0, where the queue's atomic and the mapping's divisions (and their spills) held the tile's
-  // second K/V copy (docs/sm90_forward.md, "Claiming the next tile"). Under a tail split a claim
-  // past p.split.first is a unit: its one or two pieces go to consecutive slots.
+  // second K/V copy (docs/sm90_forward.md, "Claiming the next tile"). A tail split's unit comes
+  // as one or two work items (FwdTileScheduler), so its pieces go to consecutive slots.
   static CFA_DEVICE void schedule(const FwdParams& p, const Slabs& t) {
     const GridShape grid = p.grid_shape();
-    const FwdTailSplit& split = p.split;
-    const bool splits = kSplits && split.units;
-    const int64_t whole = splits ? split.first : grid_size(grid);
-    DynamicTileScheduler queue(p.tile_counters, splits ? whole + split.units : whole, scheduler_domains(p));
-    TailPiece second{0, 0, 0, -1};  // a unit's second piece, described on the claim after its first
+    FwdTileScheduler<FwdKernelSm90> scheduler(p, grid);
     for (int n = 0;; ++n) {
       if (n > 0) arch::mbarrier_wait(&t.bar->claim_next, (n - 1) & 1);
-      TailPiece piece{0, 0, 0, -1};
-      int64_t wid;
-      if (kSplits && second.slot >= 0) {
-        piece = second;
-        second.slot = -1;
-        wid = whole + piece.tile;
-      } else {
-        wid = queue.claim();
-        if (kSplits && wid >= whole) {
-          const int32_t u = int32_t(wid - whole);
-          piece = unit_piece(split, u, 0);
-          second = unit_piece(split, u, 1);
-          if (second.empty()) second.slot = -1;  // the unit ends in its first piece's tile
-          wid = whole + piece.tile;
-        }
-      }
+      TailPiece piece;
+      const int64_t wid = scheduler.next(piece);
       TileInfo& slot = t.info[n % kInfoSlots];
       if (wid >= 0) slot = tile_info(p, grid, wid, piece);
       else slot.none = true;
