@@ -69,18 +69,10 @@ def run_shape(b, hq, hkv, n, d, causal, num_xcds, mappings, timing, peers=PEERS)
         fns[f"{m}_fwdbwd"] = lambda m=m: fwd_bwd(m)
     fns["head_first_det_bwd"] = bwd("head_first", True)
 
-    leaves = [t.detach().requires_grad_() for t in harness.sdpa_views(q, k, v)]
-    dout_t = dout.transpose(1, 2)
     for name in peers:
-        def fwd(peer=name):
-            return harness.sdpa(peer, *leaves, causal)
-        try:
-            kept = fwd()  # its graph kept for repeated backwards
-        except RuntimeError:  # backend does not support this shape
-            fns[f"{name}_bwd"] = fns[f"{name}_fwdbwd"] = None
-            continue
-        fns[f"{name}_bwd"] = lambda kept=kept: torch.autograd.grad(kept, leaves, dout_t, retain_graph=True)
-        fns[f"{name}_fwdbwd"] = lambda fwd=fwd: torch.autograd.grad(fwd(), leaves, dout_t)
+        fns.update(peer_backward(name, q, k, v, dout, causal))
+        if name == "fa4":
+            fns.update(peer_backward(name, q, k, v, dout, causal, deterministic=True))
     windows = {}
     for key, ms in harness.time_in_turns(fns, **timing, windows=windows).items():
         row[key] = tflops((BWD_FACTOR if key.endswith("_bwd") else FWD_BWD_FACTOR) * fwd_flops, ms)
@@ -88,8 +80,43 @@ def run_shape(b, hq, hkv, n, d, causal, num_xcds, mappings, timing, peers=PEERS)
     return row
 
 
+def peer_backward(peer, q, k, v, dout, causal, deterministic=False):
+    """{<peer>_bwd: the peer's backward over a kept forward graph, <peer>_fwdbwd: forward and backward},
+    None where it refuses the shape or is not installed; deterministic (FA4's mode): <peer>_det_bwd alone.
+    SDPA takes (B, H, N, D) views, FA4 chiplet_fa's layout."""
+    names = (f"{peer}_det_bwd",) if deterministic else (f"{peer}_bwd", f"{peer}_fwdbwd")
+    fa4 = harness.fa4() if peer == "fa4" else None
+    if peer == "fa4" and fa4 is None:
+        return dict.fromkeys(names)
+    if fa4:
+        leaves, grad_out, refusals = [t.detach().requires_grad_() for t in (q, k, v)], dout, Exception
+
+        def fwd():
+            return fa4.flash_attn_func(*leaves, causal=causal, deterministic=deterministic)[0]
+    else:
+        leaves, grad_out, refusals = [t.detach().requires_grad_() for t in harness.sdpa_views(q, k, v)], dout.transpose(1, 2), RuntimeError
+
+        def fwd():
+            return harness.sdpa(peer, *leaves, causal)
+    try:
+        kept = fwd()  # its graph kept for repeated backwards
+    except refusals as e:
+        harness.refused(peer, e)
+        return dict.fromkeys(names)
+    fns = {names[0]: harness.runs_or_none(lambda: torch.autograd.grad(kept, leaves, grad_out, retain_graph=True),
+                                          refusals, peer)}
+    if not deterministic:
+        fns[names[1]] = lambda: torch.autograd.grad(fwd(), leaves, grad_out)
+    return fns
+
+
 def best_mapping(r, kind):
     return max((m for m in MAPPINGS if f"{m}_{kind}" in r), key=lambda m: r[f"{m}_{kind}"])
+
+
+def det_ratio(r):
+    """Our deterministic backward over FA4's deterministic mode."""
+    return "n/a" if not r.get("fa4_det_bwd") else f"{r['head_first_det_bwd'] / r['fa4_det_bwd']:.2f}"
 
 
 def markdown(result):
@@ -100,18 +127,21 @@ def markdown(result):
         cols = [f"{m}_{kind}" for m in MAPPINGS if f"{m}_{kind}" in rows[0]] + (["head_first_det_bwd"] if kind == "bwd" else [])
         peers = [(s, name) for s, name in PEER_NAMES.items() if f"{s}_{kind}" in rows[0]]  # the peers that ran
         cols += [f"{s}_{kind}" for s, _ in peers]
+        det_peer = kind == "bwd" and "fa4_det_bwd" in rows[0]  # deterministic against deterministic
+        cols += ["fa4_det_bwd"] if det_peer else []
         clocks = f"head_first_{kind}_mhz" in rows[0] and f"sdpa_cudnn_{kind}_mhz" in rows[0]
         lines += [f"## {title}", "",
                   "| B | H_q | H_kv | N | D | causal | " + " | ".join(c.removesuffix(f"_{kind}") for c in cols)
-                  + "".join(f" | best / {name}" for _, name in peers)
+                  + "".join(f" | best / {name}" for _, name in peers) + (" | det / FA4 det" if det_peer else "")
                   + (" | SM MHz head_first / cuDNN" if clocks else "") + " |",
-                  "|" + "---|" * (6 + len(cols) + len(peers) + clocks)]
+                  "|" + "---|" * (6 + len(cols) + len(peers) + det_peer + clocks)]
         for r in rows:
             best = r[f"{best_mapping(r, kind)}_{kind}"]
             ratio = lambda key: "n/a" if not r.get(key) else f"{best / r[key]:.2f}"  # noqa: E731
             lines.append(f"| {r['B']} | {r['H_q']} | {r['H_kv']} | {r['N']} | {r['D']} | "
                          f"{'yes' if r['causal'] else 'no'} | " + " | ".join(fmt(r[c]) for c in cols)
                          + "".join(f" | {ratio(f'{s}_{kind}')}" for s, _ in peers)
+                         + (f" | {det_ratio(r)}" if det_peer else "")
                          + (f" | {harness.clock_pair(r, f'head_first_{kind}', f'sdpa_cudnn_{kind}')}" if clocks else "")
                          + " |")
         lines.append("")
@@ -149,7 +179,7 @@ def parser():
                     help="domains the swizzled policies assume (8 = MI300X; NVIDIA dispatch is not round-robin)")
     ap.add_argument("--mappings", nargs="+", choices=MAPPINGS, default=list(MAPPINGS),
                     help="time only these (head_first is always timed: the det column and the ratios use it)")
-    harness.add_peers_argument(ap, PEERS, choices=PEERS)
+    harness.add_peers_argument(ap, PEERS, choices=(*PEERS, "fa4"))
     return ap
 
 

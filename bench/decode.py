@@ -1,6 +1,7 @@
 """KV-cache decoding, one process: time per step and GB/s of K/V read by
 chiplet_fa.flash_attn_with_kvcache (contiguous and paged caches, 1 or 4 new query tokens) next to
-SDPA's flash, efficient and cuDNN backends on the same contiguous cache, and the GPU's copy
+SDPA's flash, efficient and cuDNN backends on the same contiguous cache, FlashAttention-4 (where
+installed) on the same caches as ours, and the GPU's copy
 bandwidth measured in the same process (a device-to-device copy: bytes read + written per second).
 
   python bench/decode.py --out bench/results [--quick]
@@ -78,21 +79,40 @@ def run(hq, hkv, d, n, b, layout, new):
         def sdpa(peer=peer):
             with torch.nn.attention.sdpa_kernel(harness.PEERS[peer]):
                 torch.nn.functional.scaled_dot_product_attention(qt, kt, vt, enable_gqa=hq != hkv)
-        ms = harness.runs_or_none(lambda: time_ms(sdpa))
-        row[f"{peer}_ms"] = ms
+        row[f"{peer}_ms"] = time_or_none(sdpa, RuntimeError, peer)
+    if harness.fa4():
+        row["fa4_ms"] = time_or_none(fa4_step(q, k_cache, v_cache, seqlens, table), Exception, "fa4")
     return row
 
 
+def time_or_none(fn, refusals, peer):
+    """fn's median time, None where it refuses the shape (its first call, outside the timing: FA4
+    compiles there)."""
+    return harness.runs_or_none(fn, refusals, peer) and time_ms(fn)
+
+
+def fa4_step(q, k_cache, v_cache, seqlens, table):
+    """FA4's decoding step on the same caches as ours: its varlen call with one run of queries per
+    sequence, the cache lengths in use (seqused_k) and the pages' table (page_table)."""
+    b, new = q.shape[:2]
+    cu_q = torch.arange(0, (b + 1) * new, new, dtype=torch.int32, device=q.device)
+    flat = q.reshape(b * new, *q.shape[2:])
+    return lambda: harness.fa4().flash_attn_varlen_func(flat, k_cache, v_cache, cu_seqlens_q=cu_q, max_seqlen_q=new,
+                                                         seqused_k=seqlens, page_table=table)
+
+
 def markdown(result):
+    columns = [p for p in (*PEERS, "fa4") if f"{p}_ms" in result["rows"][0]]
     lines = [f"# chiplet_fa KV-cache decoding, {result['gpu']}, bf16 (median time per step)", "",
              *harness.header_lines(result),
              f"Copy bandwidth measured in the same process: {result['copy_gbps']:.0f} GB/s (read + written). "
              "GB/s: K and V bytes a step reads; of copy: that over the copy bandwidth; vs best: the fastest "
-             "SDPA backend's time over ours (SDPA reads the contiguous cache in every row; - where it refused).", "",
+             "peer's time over ours (SDPA reads the contiguous cache in every row, FA4 the same cache as ours; "
+             "- where it refused).", "",
              "| H_q | H_kv | D | cache | batch | layout | new | chiplet_fa us | GB/s | of copy | "
-             + " | ".join(f"{p} us" for p in PEERS) + " | vs best |", "|" + "---|" * (11 + len(PEERS))]
+             + " | ".join(f"{p} us" for p in columns) + " | vs best |", "|" + "---|" * (11 + len(columns))]
     for r in result["rows"]:
-        peers = [r[f"{p}_ms"] for p in PEERS]
+        peers = [r.get(f"{p}_ms") for p in columns]
         known = [p for p in peers if p]
         best = f"{min(known) / r['chiplet_fa_ms']:.2f}" if known else "-"
         lines.append(f"| {r['H_q']} | {r['H_kv']} | {r['D']} | {r['cache']} | {r['batch']} | {r['layout']} | {r['new']} | "

@@ -46,9 +46,7 @@ def run_shape(b, hq, hkv, n, d, causal, num_xcds, mappings, peers, timing):
     flops = harness.attention_flops(b, hq, n, n, d, causal)
     row = {"B": b, "H_q": hq, "H_kv": hkv, "N": n, "D": d, "causal": causal, "timing": harness.timing_note(**timing)}
     fns = {m: (lambda m=m: torch.ops.chiplet_fa.fwd(q, k, v, None, causal, m, num_xcds)) for m in mappings}
-    views = harness.sdpa_views(q, k, v, expand_kv=True)
-    for peer in peers:
-        fns[peer] = harness.runs_or_none(lambda peer=peer: harness.sdpa(peer, *views, causal))
+    fns.update(harness.peer_forwards(peers, q, k, v, causal))
     windows = {}
     for name, ms in harness.time_in_turns(fns, **timing, windows=windows).items():
         row[name] = None if ms is None else flops / ms / 1e9

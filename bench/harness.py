@@ -63,16 +63,66 @@ def sdpa_views(q, k, v, expand_kv=False):
     return tuple(t.transpose(1, 2) for t in (q, k, v))
 
 
-def runs_or_none(fn):
-    """fn where it runs (called once here), None where the backend refuses the shape."""
+# FlashAttention-4 (package flash-attn-4, module flash_attn.cute: CuTe DSL kernels compiled on a shape's
+# first call, which runs_or_none makes before any timing), where installed. It takes (B, N, H, D)
+# tensors as chiplet_fa does, K/V with fewer heads as GQA.
+PEER_NAMES["fa4"] = "FA4"
+
+
+def fa4():
+    """flash_attn.cute, or None where flash-attn-4 is not installed or does not import."""
+    try:
+        import flash_attn.cute as module
+    except Exception:  # noqa: BLE001 - a peer that does not import is a column left out, for any reason
+        return None
+    return module
+
+
+def peer_versions() -> dict:
+    """The versions of the peers outside torch that are installed, for the result files."""
+    from importlib.metadata import PackageNotFoundError, version
+    found = {}
+    for peer, package in (("fa4", "flash-attn-4"),):
+        try:
+            found[peer] = version(package)
+        except PackageNotFoundError:
+            pass
+    return found
+
+
+def refused(peer, error):
+    """Says on stderr why a peer outside torch refused a shape (SDPA's refusals are routine)."""
+    if not isinstance(error, RuntimeError) or peer == "fa4":
+        print(f"{PEER_NAMES.get(peer, peer)} refused the shape: {type(error).__name__}: {str(error)[:200]}",
+              file=sys.stderr)
+
+
+def runs_or_none(fn, errors=(RuntimeError,), peer=None):
+    """fn where it runs (called once here), None where the backend refuses the shape: raises one of
+    errors (a peer outside torch may refuse with any exception)."""
     try:
         fn()
-    except RuntimeError:
+    except errors as e:
+        refused(peer, e)
         return None
     return fn
 
 
-def add_peers_argument(ap, default, choices=("sdpa_flash", "sdpa_cudnn", "sdpa_efficient")):
+def peer_forwards(peers, q, k, v, causal) -> dict:
+    """{peer: its forward of chiplet_fa's (B, N, H, D) tensors, or None where it refuses the shape or is
+    not installed}; SDPA's views (K/V expanded to every query head) made once, outside the calls."""
+    fns, views = {}, None
+    for peer in peers:
+        if peer == "fa4":
+            module = fa4()
+            fns[peer] = module and runs_or_none(lambda: module.flash_attn_func(q, k, v, causal=causal), Exception, peer)
+        else:
+            views = views or sdpa_views(q, k, v, expand_kv=True)
+            fns[peer] = runs_or_none(lambda peer=peer: sdpa(peer, *views, causal))
+    return fns
+
+
+def add_peers_argument(ap, default, choices=("sdpa_flash", "sdpa_cudnn", "sdpa_efficient", "fa4")):
     ap.add_argument("--peers", nargs="+", choices=choices, default=list(default),
                     help=f"the SDPA backends timed beside chiplet_fa (default: {' '.join(default)}); settled "
                          "(--settle-ms 1500), a column takes ~2 s a shape")
@@ -439,7 +489,8 @@ def result_header(benchmark: str, **extra) -> dict:
     script = Path(sys.argv[0]).resolve()
     script = script.relative_to(ROOT) if script.is_relative_to(ROOT) else script
     return {"benchmark": benchmark, "command": shlex.join(["python", str(script), *sys.argv[1:]]),
-            "tree": tree(), "gpu": gpu_name(), "clocks": gpu_clocks(), **extra}
+            "tree": tree(), "gpu": gpu_name(), "clocks": gpu_clocks(), "torch": torch.__version__,
+            "peer_versions": peer_versions(), **extra}
 
 
 def file_stem(result: dict) -> str:
@@ -489,6 +540,9 @@ def header_lines(result: dict) -> list:
              f"power limit {clocks['power.limit']}, {clocks['temperature.gpu']} C, driver {clocks['driver_version']}")
     lines = [f"Command: `{result['command']}`{moved_script(result)}", "", f"Tree: {result.get('tree') or 'not recorded'}; "
              f"GPU: {result['gpu']}; clocks at the start: {clock}."]
+    versions = {"torch": result.get("torch"), **{PEER_NAMES[p]: v for p, v in result.get("peer_versions", {}).items()}}
+    if any(versions.values()):
+        lines[-1] += " Versions: " + ", ".join(f"{name} {v}" for name, v in versions.items() if v) + "."
     if result.get("note"):
         lines += ["", result["note"]]
     return lines + [""]

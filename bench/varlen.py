@@ -1,7 +1,7 @@
 """Packed (variable-length) batches against the fixed-length kernel, one process: forward and
 backward TFLOP/s of chiplet_fa.fwd_varlen/bwd_varlen on a mix of lengths next to the dense
 fwd/bwd on the same number of tokens, and SDPA's flash backend run sequence by sequence as
-the peer a user without a varlen kernel has.
+the peer a user without a varlen kernel has, and FlashAttention-4's varlen calls where it is installed.
 
   python bench/varlen.py --out bench/results
 FLOPs of a packed batch are counted per sequence (4 * len_q * len_k * H * D forward, causal
@@ -64,23 +64,50 @@ def run(name, lens, hq, hkv, d, causal):
             harness.sdpa("sdpa_flash", *harness.sdpa_views(q[None, a:b], k[None, a:b], v[None, a:b], expand_kv=True),
                          causal)
     row["sdpa_flash_per_seq_fwd"] = flops / time_ms(per_sequence) / 1e9
+    if harness.fa4():
+        row.update(fa4_varlen(q, k, v, dout, cu, n, causal, flops))
+    return row
+
+
+def fa4_varlen(q, k, v, dout, cu, n, causal, flops):
+    """FlashAttention-4's varlen forward and backward (over a kept graph) on the same packed batch;
+    None where it refuses (its first calls, outside the timing, compile its kernels)."""
+    fa4 = harness.fa4()
+    leaves = [t.detach().requires_grad_() for t in (q, k, v)]
+
+    def fwd():
+        return fa4.flash_attn_varlen_func(*leaves, cu_seqlens_q=cu, cu_seqlens_k=cu, max_seqlen_q=n, max_seqlen_k=n,
+                                          causal=causal)[0]
+    row = {"fa4_fwd": None, "fa4_bwd": None}
+    if not harness.runs_or_none(fwd, Exception, "fa4"):
+        return row
+    row["fa4_fwd"] = flops / time_ms(fwd) / 1e9
+    kept = fwd()
+    bwd = harness.runs_or_none(lambda: torch.autograd.grad(kept, leaves, dout, retain_graph=True), Exception, "fa4")
+    row["fa4_bwd"] = bwd and 2.5 * flops / time_ms(bwd) / 1e9
     return row
 
 
 def markdown(result):
     rows = result["rows"]
+    fa4 = "fa4_fwd" in rows[0]
     lines = [f"# chiplet_fa packed (varlen) batches, {result['gpu']}, bf16, auto mapping (TFLOP/s, median)", "",
              *harness.header_lines(result),
              f"Every row has {TOKENS} tokens. dense = the fixed-length kernel on the same tokens as equal "
-             "sequences of the mean length; FLOPs per sequence (causal halved, backward 2.5x forward).", "",
+             "sequences of the mean length; FLOPs per sequence (causal halved, backward 2.5x forward)"
+             + ("; FA4: FlashAttention-4's varlen calls on the same packed batch." if fa4 else "."), "",
              "| mix | seqs | H_q | H_kv | D | causal | varlen fwd | dense fwd | varlen / dense fwd | varlen bwd | "
-             "dense bwd | varlen / dense bwd | SDPA flash per sequence fwd |",
-             "|" + "---|" * 13]
+             "dense bwd | varlen / dense bwd | SDPA flash per sequence fwd |"
+             + (" FA4 fwd | FA4 bwd | fwd / FA4 | bwd / FA4 |" if fa4 else ""),
+             "|" + "---|" * (13 + 4 * fa4)]
+    ratio = lambda a, b: "n/a" if not b else f"{a / b:.2f}"  # noqa: E731
     for r in rows:
         lines.append(f"| {r['mix']} | {r['sequences']} | {r['H_q']} | {r['H_kv']} | {r['D']} | "
                      f"{'yes' if r['causal'] else 'no'} | {fmt(r['varlen_fwd'])} | {fmt(r['dense_fwd'])} | "
                      f"{r['varlen_fwd'] / r['dense_fwd']:.2f} | {fmt(r['varlen_bwd'])} | {fmt(r['dense_bwd'])} | "
-                     f"{r['varlen_bwd'] / r['dense_bwd']:.2f} | {fmt(r['sdpa_flash_per_seq_fwd'])} |")
+                     f"{r['varlen_bwd'] / r['dense_bwd']:.2f} | {fmt(r['sdpa_flash_per_seq_fwd'])} |"
+                     + (f" {fmt(r['fa4_fwd'])} | {fmt(r['fa4_bwd'])} | {ratio(r['varlen_fwd'], r['fa4_fwd'])} | "
+                        f"{ratio(r['varlen_bwd'], r['fa4_bwd'])} |" if fa4 else ""))
     return "\n".join(lines) + "\n"
 
 

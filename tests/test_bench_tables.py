@@ -78,3 +78,29 @@ def test_timed_windows_become_column_clocks():
     rows = [{"windows": {"head_first": [(0.5, 1.5), (1.9, 2.1)], "sdpa_cudnn": [(4.0, 6.0)], "block_first": [(3, 4)]}}]
     harness.column_clocks(rows, log)
     assert rows == [{"head_first_mhz": 1600.0, "sdpa_cudnn_mhz": 1980.0, "block_first_mhz": None}]
+
+
+def test_fa4_columns_where_it_ran():
+    """FlashAttention-4's columns: forward ratio, backward ratio, deterministic against its
+    deterministic mode, varlen and decoding columns; versions in the header."""
+    fwd, bwd, varlen, decode = (load(n) for n in ("fwd", "bwd", "varlen", "decode"))
+    header, _, cells = table_rows(fwd.markdown(result(shape(block_first=500.0, head_first=600.0, fa4=480.0))))
+    assert header[-1].strip() == "head_first / FA4" and cells[-1].strip() == "1.25"
+    row = shape(head_first_bwd=520.0, head_first_fwdbwd=540.0, head_first_det_bwd=480.0, fa4_bwd=400.0,
+                fa4_fwdbwd=450.0, fa4_det_bwd=320.0)
+    md = bwd.markdown(dict(result(row), torch="2.11.0", peer_versions={"fa4": "4.0.0b36"}))
+    assert "Versions: torch 2.11.0, FA4 4.0.0b36." in md
+    tables = table_rows(md)
+    assert [h.strip() for h in tables[0][-2:]] == ["best / FA4", "det / FA4 det"]
+    assert [c.strip() for c in tables[2][-2:]] == ["1.30", "1.50"]  # 520 / 400, 480 / 320
+    assert len(tables[0]) == len(tables[1]) == len(tables[2])
+    vrow = {"mix": "m", "sequences": 2, "tokens": 8, "H_q": 32, "H_kv": 8, "D": 128, "causal": True,
+            "varlen_fwd": 400.0, "dense_fwd": 400.0, "varlen_bwd": 300.0, "dense_bwd": 300.0,
+            "sdpa_flash_per_seq_fwd": 100.0, "fa4_fwd": 500.0, "fa4_bwd": None}
+    header, sep, cells = table_rows(varlen.markdown(result(vrow)))
+    assert len(header) == len(sep) == len(cells) and [c.strip() for c in cells[-2:]] == ["0.80", "n/a"]
+    drow = {"H_q": 32, "H_kv": 8, "D": 128, "cache": 8192, "batch": 1, "layout": "page16", "new": 1,
+            "chiplet_fa_ms": 0.02, "chiplet_fa_gbps": 400.0, "sdpa_flash_ms": None, "sdpa_efficient_ms": 0.05,
+            "sdpa_cudnn_ms": 0.04, "fa4_ms": 0.025}
+    header, sep, cells = table_rows(decode.markdown(dict(result(drow), copy_gbps=4000.0)))
+    assert header[-2].strip() == "fa4 us" and cells[-1].strip() == "1.25" and len(header) == len(cells)
