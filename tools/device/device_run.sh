@@ -27,6 +27,7 @@
 # A second call on the same machine: SKIP_BUILD=1 bash tools/device/device_run.sh tests sanitize
 # Pending changes first: APPLY="/path/a.patch /path/b.patch" bash tools/device/device_run.sh tests
 # A copy of the tree without git: CHIPLET_FA_TREE=<revision> names the tree in the benchmarks' JSON.
+# A wheel file instead of a build from the tree: WHEEL=dist/chiplet_fa-...whl bash tools/device/device_run.sh tests
 # Results go to $OUT/results.tgz ($OUT/$ARCHIVE.tgz with ARCHIVE set: one archive, so that a transfer
 # that takes few files brings everything back), packed again after every stage: a call cut off at a
 # time limit still brings back the stages it finished.
@@ -55,6 +56,10 @@ start=$SECONDS
 # copied tree's fresh timestamps would make ninja rebuild everything).
 if [ "${SKIP_BUILD:-0}" = 1 ] && (cd /tmp && python3 -c "import chiplet_fa._C") 2>/dev/null; then
   echo "install: skipped (SKIP_BUILD=1, package already installed)"
+elif [ -n "${WHEEL:-}" ]; then
+  # A wheel built elsewhere (the one file CI tests under other torch versions), installed as a user would.
+  python3 -m pip install --no-deps --force-reinstall "$WHEEL" > "$OUT/build.log" 2>&1 || { tail -20 "$OUT/build.log"; exit 1; }
+  echo "install: $(basename "$WHEEL") in $((SECONDS - start)) s"
 else
   python3 -m pip install -v --no-build-isolation --no-deps . > "$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }
   echo "install: $((SECONDS - start)) s"
