@@ -12,12 +12,20 @@ A unit names its family (`#define CFA_FAMILY_MMA_SYNC|SM90|CDNA3`, kernels/insta
 The HIP step stops before linking: with -nogpulib the device libraries (ockl/ocml: thread ids,
 math) are absent, and their symbols stay undefined, as they do in any object before the link.
 
+The GPU bindings (csrc/ops/gpu/*.cu) name no family: they hold host code against torch's stable ABI,
+compiled by nvcc for each --cuda-arch and by clang as HIP (host side) for gfx942, with the installed
+torch's headers (--torch-include), TORCH_TARGET_VERSION 2.11 as the build sets it, and a
+build_config.h of a build for those targets. torch's headeronly complex.h includes
+<thrust/complex.h> under HIP; where the HIP headers lack rocThrust (the bindings use no complex
+numbers) a two-function stand-in is put on the include path.
+
 Prints one row per unit ("-" where its family has no such target) and exits non-zero when no
 unit is found, a unit names no family, any compile fails, or a cdna3 unit's code has no v_mfma.
 Run from the repository root: python tools/compile_check.py
 """
 import argparse
 import glob
+import importlib.util
 import os
 import re
 import shutil
@@ -36,15 +44,61 @@ HIP_MATH_FLAGS = ["-ffast-math", "-fno-finite-math-only"]
 FAMILY = re.compile(r"^#define CFA_FAMILY_(MMA_SYNC|SM90|CDNA3)\b", re.MULTILINE)
 
 
+BINDINGS = ROOT / "csrc" / "ops" / "gpu"
+TORCH_TARGET = "-DTORCH_TARGET_VERSION=0x020b000000000000"
+THRUST_STANDIN = """#pragma once
+namespace thrust {
+template <typename T> struct complex {
+  __host__ __device__ complex(T re = T(), T im = T()) : re_(re), im_(im) {}
+  __host__ __device__ T real() const { return re_; }
+  __host__ __device__ T imag() const { return im_; }
+  T re_, im_;
+};
+template <typename T> __host__ __device__ complex<T> polar(const T& r, const T& theta = T()) { return {r, theta}; }
+}  // namespace thrust
+"""
+
+
 def family_of(tu):
-    """The kernel family a unit defines, lower-case, or None."""
+    """The kernel family a unit defines, lower-case, "binding" for a GPU binding, or None."""
+    if tu.resolve().parent == BINDINGS:
+        return "binding"
     match = FAMILY.search(tu.read_text())
     return match.group(1).lower() if match else None
 
 
 def targets(family, args):
     """The columns a family's units are compiled for."""
-    return {"mma_sync": args.cuda_arch, "sm90": ["sm_90a"], "cdna3": [args.hip_arch]}[family]
+    return {"mma_sync": args.cuda_arch, "sm90": ["sm_90a"], "cdna3": [args.hip_arch],
+            "binding": [*args.cuda_arch, args.hip_arch]}[family]
+
+
+def build_config(out_dir, platform, args):
+    """A folder with the build_config.h of a CUDA or HIP build for the checked targets."""
+    folder = out_dir / f"config_{platform}"
+    folder.mkdir(exist_ok=True)
+    sass = [a.removeprefix("sm_").rstrip("af") for a in args.cuda_arch]
+    values = {"CHIPLET_FA_BACKEND": platform, "CFA_GPU": "1", "CFA_MMA_SYNC_SASS": ",".join(sass),
+              "CFA_MMA_SYNC_PTX": sass[-1], "CFA_HAS_SM90": "0",
+              "CFA_GPU_ARCHS": args.hip_arch if platform == "hip" else ";".join(sass)}
+    text = (ROOT / "csrc" / "ops" / "build_config.h.in").read_text()
+    (folder / "build_config.h").write_text(re.sub(r"@(\w+)@", lambda m: values.get(m.group(1), ""), text))
+    if platform == "hip" and not args.has_rocthrust:
+        (folder / "thrust").mkdir(exist_ok=True)
+        (folder / "thrust" / "complex.h").write_text(THRUST_STANDIN)
+    return ["-I", str(folder), "-isystem", str(args.torch_include), TORCH_TARGET]
+
+
+def binding_step(tu, column, out_dir, args):
+    """(ok, log) of a binding unit's host code for one column."""
+    obj = out_dir / f"{tu.stem}.{column}.o"
+    if column == args.hip_arch:
+        return run([args.clang, "-x", "hip", f"--offload-arch={column}", "-nogpulib", "--cuda-host-only", "-O3",
+                    *HIP_MATH_FLAGS, "-std=c++20", "-DUSE_ROCM=1", *build_config(out_dir, "hip", args),
+                    *defines(args), "-I", str(args.include), "-c", str(tu), "-o", str(obj)])
+    return run([args.nvcc, "-std=c++20", "-O3", "--expt-relaxed-constexpr", f"-arch={column}",
+                *build_config(out_dir, "cuda", args), *defines(args), "-I", str(args.include), "-c", str(tu),
+                "-o", str(obj)])
 
 
 def resources(asm_text):
@@ -99,6 +153,9 @@ def check(tu, out_dir, args):
     family = family_of(tu)
     if family is None:
         return {}, None, {}
+    if family == "binding":
+        results = {column: binding_step(tu, column, out_dir, args) for column in targets(family, args)}
+        return {column: ("ok" if ok else "FAILED", log) for column, (ok, log) in results.items()}, None, {}
     if family != "cdna3":
         results = {arch: nvcc_step(tu, arch, out_dir, args) for arch in targets(family, args)}
         return {arch: ("ok" if ok else "FAILED", log) for arch, (ok, log) in results.items()}, None, {}
@@ -120,8 +177,15 @@ def parse_args(argv):
     p.add_argument("--objdump", default="llvm-objdump-19")
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
     p.add_argument("--keep", type=Path, help="keep objects and assembly in this folder")
+    p.add_argument("--torch-include", type=Path, help="torch's headers, for the bindings (default: the installed torch's)")
     args = p.parse_args(argv)
     args.cuda_arch = args.cuda_arch or ["sm_80", "sm_90"]
+    if args.torch_include is None:
+        spec = importlib.util.find_spec("torch")
+        args.torch_include = Path(spec.origin).parent / "include" if spec else Path("/nonexistent")
+    args.has_rocthrust = bool(shutil.which(args.clang)) and subprocess.run(
+        [args.clang, "-x", "hip", "-nogpulib", "--cuda-host-only", "-E", "-"], input="#include <thrust/complex.h>\n",
+        capture_output=True, text=True).returncode == 0
     return args
 
 

@@ -18,8 +18,7 @@
 #include <limits>
 #include <vector>
 
-#include <ATen/ATen.h>
-#include <torch/library.h>
+#include <torch/csrc/stable/library.h>
 
 #include "cpu/block_math.h"
 #include "cpu/cpu_backend.h"
@@ -238,20 +237,20 @@ BwdResult bwd_cpu(const BwdArgs& args) {
   if (emulated_bwd_takes(args.q)) return emulated_bwd(args);
 #endif
   BwdTensors t;
-  BwdParams p = prepare_bwd(args, kCpuBlockM, kCpuBlockN, 1, detect_num_xcds(args.q.device()), t);
-  t.dq_accum.zero_();
+  BwdParams p = prepare_bwd(args, kCpuBlockM, kCpuBlockN, 1, kCpuXcds, t);
+  torch::stable::zero_(t.dq_accum);
   RaggedGrid q_grid(p.cu_seqlens_q, p.batch, kCpuBlockM), k_grid(p.cu_seqlens_k, p.batch, kCpuBlockN);
   p.block_offsets = q_grid.offsets();
   p.kv_block_offsets = k_grid.offsets();
   switch (dtype_of(args.q)) {
-    case DType::kFloat16: bwd_all<at::Half, float>(p); break;
-    case DType::kBFloat16: bwd_all<at::BFloat16, float>(p); break;
+    case DType::kFloat16: bwd_all<Half, float>(p); break;
+    case DType::kBFloat16: bwd_all<BFloat16, float>(p); break;
     case DType::kFloat32: bwd_all<float, float>(p); break;
     case DType::kFloat64: bwd_all<double, double>(p); break;
   }
-  return {t.dq_accum.to(args.q.scalar_type()), t.dk, t.dv};
+  return {torch::stable::to(t.dq_accum, args.q.scalar_type()), t.dk, t.dv};
 }
 
-TORCH_LIBRARY_IMPL(chiplet_fa, CPU, m) { BwdOpEntry<bwd_cpu>::register_ops(m); }
+STABLE_TORCH_LIBRARY_IMPL(chiplet_fa, CPU, m) { BwdOpEntry<bwd_cpu>::register_ops(m); }
 
 }  // namespace chiplet_fa

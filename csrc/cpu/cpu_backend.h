@@ -27,7 +27,7 @@ class RaggedGrid {
   std::vector<int32_t> offsets_;
 };
 
-FwdResult fwd_cpu(const FwdArgs& args, const std::optional<at::Tensor>& out);
+FwdResult fwd_cpu(const FwdArgs& args, const OptTensor& out);
 BwdResult bwd_cpu(const BwdArgs& args);
 
 }  // namespace chiplet_fa

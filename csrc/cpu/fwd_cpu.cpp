@@ -8,8 +8,7 @@
 #include <limits>
 #include <vector>
 
-#include <ATen/ATen.h>
-#include <torch/library.h>
+#include <torch/csrc/stable/library.h>
 
 #include "cpu/block_math.h"
 #include "cpu/cpu_backend.h"
@@ -150,18 +149,18 @@ void fwd_all_tiles(const FwdParams& p) {
 
 }  // namespace
 
-FwdResult fwd_cpu(const FwdArgs& args, const std::optional<at::Tensor>& given_out) {
+FwdResult fwd_cpu(const FwdArgs& args, const OptTensor& given_out) {
 #if defined(CFA_EMULATE)
   if (emulated_fwd_takes(args.q)) return emulated_fwd(args, given_out);
 #endif
-  at::Tensor out, lse;
-  FwdParams p = prepare_fwd(args, kCpuBlockM, detect_num_xcds(args.q.device()), out, lse, given_out);
+  Tensor out, lse;
+  FwdParams p = prepare_fwd(args, kCpuBlockM, kCpuXcds, out, lse, given_out);
   if (finish_without_kernel(p, out, lse)) return {out, lse};
   RaggedGrid grid(p.cu_seqlens_q, p.batch, kCpuBlockM);
   p.block_offsets = grid.offsets();
   switch (dtype_of(args.q)) {
-    case DType::kFloat16: fwd_all_tiles<at::Half, float>(p); break;
-    case DType::kBFloat16: fwd_all_tiles<at::BFloat16, float>(p); break;
+    case DType::kFloat16: fwd_all_tiles<Half, float>(p); break;
+    case DType::kBFloat16: fwd_all_tiles<BFloat16, float>(p); break;
     // fp32 sums 256-term dot products: a float accumulator loses to torch's blocked matmul.
     case DType::kFloat32: fwd_all_tiles<float, double>(p); break;
     case DType::kFloat64: fwd_all_tiles<double, double>(p); break;
@@ -169,6 +168,6 @@ FwdResult fwd_cpu(const FwdArgs& args, const std::optional<at::Tensor>& given_ou
   return {out, lse};
 }
 
-TORCH_LIBRARY_IMPL(chiplet_fa, CPU, m) { FwdOpEntry<fwd_cpu>::register_ops(m); }
+STABLE_TORCH_LIBRARY_IMPL(chiplet_fa, CPU, m) { FwdOpEntry<fwd_cpu>::register_ops(m); }
 
 }  // namespace chiplet_fa

@@ -9,7 +9,7 @@ namespace chiplet_fa {
 
 enum class CpuIsa { kBase, kAvx2, kAvx512 };
 
-// From at::get_cpu_capability() (torch.backends.cpu.get_cpu_capability()), read once.
+// What torch.backends.cpu.get_cpu_capability() says (the CPU, lowered by ATEN_CPU_CAPABILITY), read once.
 CpuIsa cpu_isa();
 
 #if defined(__x86_64__)

@@ -1,5 +1,5 @@
 // The CPU kernels' threads: items of a grid handed out one at a time to as many threads as torch's
-// intra-op setting (at::get_num_threads(), the calling thread among them), started per call.
+// intra-op setting (torch.get_num_threads(), the calling thread among them), started per call.
 //
 // Why not at::parallel_for: its body is inline and takes its OpenMP branch only in units compiled
 // with -fopenmp, which this extension's are not, so it ran serially. Compiling them so (gcc, with
@@ -17,13 +17,12 @@
 #include <thread>
 #include <vector>
 
-#include <ATen/Parallel.h>
+#include <torch/csrc/stable/ops.h>
 
 namespace chiplet_fa {
 
 // Calls item(i) once for every i in [0, n), from several threads; returns when all are done, and
-// rethrows the first exception an item threw (the others then stop taking items). Inside a
-// parallel region of torch's it runs on the calling thread alone.
+// rethrows the first exception an item threw (the others then stop taking items).
 template <typename F>
 void parallel_items(int64_t n, const F& item) {
   std::atomic<int64_t> next{0};
@@ -38,7 +37,7 @@ void parallel_items(int64_t n, const F& item) {
       if (!failed.exchange(true)) error = std::current_exception();
     }
   };
-  const int64_t threads = at::in_parallel_region() ? 1 : std::min<int64_t>(at::get_num_threads(), n);
+  const int64_t threads = std::min<int64_t>(torch::stable::get_num_threads(), n);
   std::vector<std::thread> helpers;
   for (int64_t t = 1; t < threads; ++t) helpers.emplace_back(worker);
   worker();

@@ -9,7 +9,7 @@
 #include <thread>
 #include <vector>
 
-#include <ATen/Parallel.h>
+#include <torch/csrc/stable/ops.h>
 
 #include "emulate/access_trace.h"
 #include "emulate/workgroup.h"
@@ -71,7 +71,7 @@ void run_grid(const Launch& launch) {
     }
     Workgroup::release(std::move(runner));
   };
-  const int64_t threads = std::max<int64_t>(1, std::min<int64_t>(at::get_num_threads(), l.grid()));
+  const int64_t threads = std::max<int64_t>(1, std::min<int64_t>(torch::stable::get_num_threads(), l.grid()));
   std::vector<std::thread> helpers;
   for (int64_t i = 1; i < threads; ++i) helpers.emplace_back(worker);
   worker();

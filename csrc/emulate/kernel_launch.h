@@ -1,7 +1,7 @@
 // What one emulated kernel launch is: the grid, the workgroup size, the LDS it asks for, the
 // kernel with its arguments (type-erased), and the global memory the kernel may read through the
 // copy path (regions.h). run_grid() runs every workgroup: in parallel over the host's threads
-// (at::parallel_for), each workgroup start to end on one of them (workgroup.h). CFA_LAUNCH
+// (as many as torch's intra-op setting), each workgroup start to end on one of them (workgroup.h). CFA_LAUNCH
 // (emulate/emulated_platform.h) builds a Launch from the kernel call.
 #pragma once
 #include <cstddef>

@@ -2,6 +2,7 @@
 
 #include <pybind11/functional.h>
 #include <pybind11/stl.h>
+#include <c10/core/Device.h>
 
 #include "mapping/mapping_names.h"
 #include "mapping/topology.h"
@@ -255,7 +256,8 @@ void bind_detection(py::module_& m) {
         "The ROCm XCD-count rule with explicit inputs: (num_xcds, source, assumed)");
   m.def("detect_xcds",
         [](const std::string& device) {
-          const XcdDetection d = detect_xcds(c10::Device(device));
+          const c10::Device dev(device);
+          const XcdDetection d = dev.is_cuda() ? detect_xcds(dev.index() < 0 ? 0 : dev.index()) : cpu_xcds();
           return py::make_tuple(d.num_xcds, d.source, d.assumed);
         },
         py::arg("device"), "XCD count the op uses for a device: (num_xcds, source, assumed)");

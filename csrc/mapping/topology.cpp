@@ -10,8 +10,11 @@
 #include <stdexcept>
 #include <vector>
 
-#include <ATen/Context.h>
-#include <c10/util/Exception.h>
+#include <string_view>
+
+#include <torch/csrc/inductor/aoti_torch/c/shim.h>
+
+#include "build_config.h"
 
 namespace chiplet_fa {
 namespace {
@@ -125,33 +128,37 @@ XcdDetection detect_xcds_rocm(const std::string& kfd_root, int64_t device_index,
           true};
 }
 
-XcdDetection detect_xcds(const c10::Device& device) {
-  if (!device.is_cuda()) return {1, "CPU: one domain", false};
+XcdDetection detect_xcds(int device_index) {
   if (const char* env = std::getenv(kNumXcdsEnv))
     return detect_xcds_rocm("", 0, std::string(env), std::nullopt, 0, "");
-  if (!at::Context::hasROCM()) return {1, "NVIDIA: one L2 domain", false};
+  // A HIP build runs on a ROCm torch, the others on NVIDIA GPUs.
+  if (std::string_view(CHIPLET_FA_BACKEND) != "hip") return {1, "NVIDIA: one L2 domain", false};
   // sysfs does not change while the process runs: read it once per device.
   static std::mutex mutex;
   static std::map<int64_t, XcdDetection> cache;
   std::lock_guard<std::mutex> lock(mutex);
-  const int64_t index = device.has_index() ? device.index() : 0;
+  const int64_t index = device_index;
   auto it = cache.find(index);
   if (it != cache.end()) return it->second;
   const char* visible = std::getenv("HIP_VISIBLE_DEVICES");
   if (!visible) visible = std::getenv("CUDA_VISIBLE_DEVICES");
   XcdDetection d = detect_xcds_rocm(kKfdTopologyRoot, index, std::nullopt,
                                     visible ? std::optional<std::string>(visible) : std::nullopt, 0, "");
-  if (d.assumed) TORCH_WARN("chiplet_fa: cannot detect the XCD count of ", device, ": ", d.source);
+  if (d.assumed) {
+    const std::string warning =
+        "chiplet_fa: cannot detect the XCD count of cuda:" + std::to_string(index) + ": " + d.source;
+    aoti_torch_warn(__func__, __FILE__, __LINE__, warning.c_str());  // a Python UserWarning
+  }
   return cache.emplace(index, d).first->second;
 }
 
-int detect_num_xcds(const c10::Device& device) {
+int detect_num_xcds(int device_index) {
   try {
-    return detect_xcds(device).num_xcds;
+    return detect_xcds(device_index).num_xcds;
   } catch (const std::invalid_argument& e) {
-    TORCH_CHECK_VALUE(false, "chiplet_fa: ", e.what());
+    throw std::invalid_argument(std::string("chiplet_fa: ") + e.what());
   } catch (const std::runtime_error& e) {
-    TORCH_CHECK(false, "chiplet_fa: ", e.what());
+    throw std::runtime_error(std::string("chiplet_fa: ") + e.what());
   }
 }
 

@@ -4,8 +4,6 @@
 #include <optional>
 #include <string>
 
-#include <c10/core/Device.h>
-
 namespace chiplet_fa {
 
 constexpr const char* kNumXcdsEnv = "CHIPLET_FA_NUM_XCDS";
@@ -20,11 +18,17 @@ struct XcdDetection {
   bool assumed;        // true when no rule applied and 1 is an assumption
 };
 
-// CPU: 1. NVIDIA: 1 (one L2; its two partitions are not separately addressable), unless
-// CHIPLET_FA_NUM_XCDS overrides. ROCm: detect_xcds_rocm with the real sysfs and environment;
-// an assumed answer is reported once with TORCH_WARN.
-int detect_num_xcds(const c10::Device& device);
-XcdDetection detect_xcds(const c10::Device& device);
+// The CPU (and the emulator on it): one domain, whatever CHIPLET_FA_NUM_XCDS says.
+constexpr int kCpuXcds = 1;
+inline XcdDetection cpu_xcds() { return {kCpuXcds, "CPU: one domain", false}; }
+
+// GPU `device_index` (torch's ordinal). NVIDIA: 1 (one L2; its two partitions are not separately
+// addressable), unless CHIPLET_FA_NUM_XCDS overrides. ROCm (a HIP build): detect_xcds_rocm with
+// the real sysfs and environment; an assumed answer is reported once as a warning.
+// detect_num_xcds raises ValueError for a bad CHIPLET_FA_NUM_XCDS, RuntimeError where sysfs
+// gives a count it cannot use.
+int detect_num_xcds(int device_index);
+XcdDetection detect_xcds(int device_index);
 
 // The ROCm rule with every input explicit, so tests can fake sysfs trees and devices:
 //  1. env_override (CHIPLET_FA_NUM_XCDS) when given: a positive integer, else an error;

@@ -5,13 +5,13 @@
 #include <cstdint>
 #include <optional>
 
-#include <ATen/core/Tensor.h>
+#include "ops/stable_tensor.h"
 
 namespace chiplet_fa {
 
 // A packed batch: rows of sequence b are [cu_seqlens[b], cu_seqlens[b + 1]).
 struct VarlenArgs {
-  at::Tensor cu_seqlens_q, cu_seqlens_k;
+  Tensor cu_seqlens_q, cu_seqlens_k;
   int64_t max_seqlen_q, max_seqlen_k;
 };
 
@@ -20,7 +20,7 @@ struct MaskArgs {
   bool causal = false;
   int64_t window_left = -1, window_right = -1;  // -1: unbounded
   double softcap = 0.0;                         // 0: none
-  std::optional<at::Tensor> alibi_slopes;       // float32 (H_q,) or (B, H_q)
+  OptTensor alibi_slopes;       // float32 (H_q,) or (B, H_q)
 };
 
 struct AttentionDims {
@@ -35,16 +35,16 @@ struct AttentionDims {
 // lengths below 2^29. On the CPU the cu_seqlens values are checked too (starting at 0,
 // non-decreasing, ending at T, no sequence longer than its max); a GPU checks them in its
 // launch code without a host sync.
-AttentionDims check_qkv(const char* op, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+AttentionDims check_qkv(const char* op, const Tensor& q, const Tensor& k, const Tensor& v,
                         const std::optional<VarlenArgs>& varlen);
 
 // softmax_scale finite when given; num_xcds -1 (detect) or >= 1; window sides >= -1; softcap
 // finite and >= 0; alibi_slopes float32 (H_q,) or (B, H_q) on q's device.
 void check_options(const char* op, std::optional<double> softmax_scale, int64_t num_xcds,
-                   const MaskArgs& mask, const AttentionDims& d, const at::Tensor& q);
+                   const MaskArgs& mask, const AttentionDims& d, const Tensor& q);
 
 // `t` has the shape, dtype and device of `ref` and a contiguous last dimension.
-void check_like(const char* op, const at::Tensor& t, const char* name, const at::Tensor& ref,
+void check_like(const char* op, const Tensor& t, const char* name, const Tensor& ref,
                 const char* ref_name);
 
 }  // namespace chiplet_fa

@@ -4,15 +4,14 @@
 #include <optional>
 #include <string>
 
-#include <ATen/core/Tensor.h>
-
 #include "kernels/bwd_params.h"
 #include "ops/fwd_api.h"
+#include "ops/stable_tensor.h"
 
 namespace chiplet_fa {
 
 struct BwdArgs {
-  at::Tensor dout, q, k, v, out, softmax_lse;
+  Tensor dout, q, k, v, out, softmax_lse;
   std::optional<double> softmax_scale;
   MaskArgs mask;
   std::string mapping;
@@ -26,12 +25,12 @@ struct BwdArgs {
 
 // Gradients and the accumulator-typed scratch the kernels write.
 struct BwdTensors {
-  at::Tensor dk, dv;      // like k and v
+  Tensor dk, dv;      // like k and v
   // Like q (its head dim padded as the kernels' is), contiguous, float (double for fp64 inputs;
   // int32 for fixed-point dQ); uninitialised: the CPU path clears it, the GPU kernels'
   // preprocess (dense) or their binding (packed).
-  at::Tensor dq_accum;
-  at::Tensor softmax_d;   // one row per query row padded to blocks of row_pad (bwd_params.h)
+  Tensor dq_accum;
+  Tensor softmax_d;   // one row per query row padded to blocks of row_pad (bwd_params.h)
 };
 
 // Validates args (clear errors naming the argument), allocates the tensors and returns params
@@ -44,7 +43,7 @@ BwdParams prepare_bwd(const BwdArgs& args, int block_m, int block_n, int row_pad
 
 // Sets the gradient pointers and strides of p (backends that re-lay tensors out call it again;
 // dq_accum must be contiguous with p.head_dim columns).
-void point_grads_at(BwdParams& p, const at::Tensor& dout, const at::Tensor& dk,
-                    const at::Tensor& dv, const at::Tensor& dq_accum);
+void point_grads_at(BwdParams& p, const Tensor& dout, const Tensor& dk,
+                    const Tensor& dv, const Tensor& dq_accum);
 
 }  // namespace chiplet_fa

@@ -5,16 +5,15 @@
 #include <optional>
 #include <string>
 
-#include <ATen/core/Tensor.h>
-
 #include "kernels/decode/decode_params.h"
 #include "ops/attention_checks.h"
+#include "ops/stable_tensor.h"
 
 namespace chiplet_fa {
 
 struct DecodeArgs {
-  at::Tensor q, k_cache, v_cache;
-  std::optional<at::Tensor> k, v, rotary_cos, rotary_sin, cache_seqlens, cache_batch_idx, cache_leftpad, block_table;
+  Tensor q, k_cache, v_cache;
+  OptTensor k, v, rotary_cos, rotary_sin, cache_seqlens, cache_batch_idx, cache_leftpad, block_table;
   std::optional<double> softmax_scale;
   MaskArgs mask;
   bool rotary_interleaved;
@@ -41,6 +40,10 @@ DecodeDims check_decode(const DecodeArgs& a);
 // block table's pages in use, rotary positions): a ValueError for any that points outside the
 // cache. On a GPU the decoding kernels' first step checks them (kernels/decode/decode_prepare.h).
 void check_decode_values(const DecodeArgs& a, const DecodeDims& d);
+
+// Entry b of a 1-D int32 CPU tensor (cache_seqlens, cache_batch_idx, cache_leftpad), fallback when
+// it is not given.
+int64_t host_value(const OptTensor& t, int64_t b, int64_t fallback);
 
 // Params with every pointer but the outputs and scratch set; heads_per_tile, block_m and
 // num_splits as given.

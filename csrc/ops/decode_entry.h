@@ -5,18 +5,16 @@
 #include <string>
 #include <tuple>
 
-#include <ATen/core/Tensor.h>
-
 #include "ops/decode_api.h"
+#include "ops/stable_tensor.h"
 
 namespace chiplet_fa {
 
-using DecodeResult = std::tuple<at::Tensor, at::Tensor>;
-using OptTensor = std::optional<at::Tensor>;
+using DecodeResult = std::tuple<Tensor, Tensor>;
 
 template <DecodeResult (*kDecode)(const DecodeArgs&)>
 struct DecodeEntry {
-  static DecodeResult fwd_kvcache(const at::Tensor& q, at::Tensor& k_cache, at::Tensor& v_cache, const OptTensor& k,
+  static DecodeResult fwd_kvcache(const Tensor& q, Tensor& k_cache, Tensor& v_cache, const OptTensor& k,
                                   const OptTensor& v, const OptTensor& rotary_cos, const OptTensor& rotary_sin,
                                   const OptTensor& cache_seqlens, const OptTensor& cache_batch_idx,
                                   const OptTensor& cache_leftpad, const OptTensor& block_table,

@@ -5,46 +5,48 @@
 #include <limits>
 #include <vector>
 
-#include <ATen/ATen.h>
-
 #include "ops/resolve_mapping.h"
 
 namespace chiplet_fa {
 
-DType dtype_of(const at::Tensor& t) {
-  switch (t.scalar_type()) {
-    case at::kHalf: return DType::kFloat16;
-    case at::kBFloat16: return DType::kBFloat16;
-    case at::kFloat: return DType::kFloat32;
-    case at::kDouble: return DType::kFloat64;
+DType dtype_of(const Tensor& t) { return dtype_of(t.scalar_type()); }
+
+DType dtype_of(ScalarType t) {
+  switch (t) {
+    case ScalarType::Half: return DType::kFloat16;
+    case ScalarType::BFloat16: return DType::kBFloat16;
+    case ScalarType::Float: return DType::kFloat32;
+    case ScalarType::Double: return DType::kFloat64;
     default:
-      TORCH_CHECK_VALUE(false, "chiplet_fa: unsupported dtype ", t.scalar_type(),
-                        " (expected float16, bfloat16, float32 or float64)");
+      throw std::invalid_argument(message("chiplet_fa: unsupported dtype ", t,
+                                          " (expected float16, bfloat16, float32 or float64)"));
   }
 }
 
-at::ScalarType lse_dtype(const at::Tensor& q) { return q.scalar_type() == at::kDouble ? at::kDouble : at::kFloat; }
+ScalarType lse_dtype(const Tensor& q) {
+  return q.scalar_type() == ScalarType::Double ? ScalarType::Double : ScalarType::Float;
+}
 
-bool finish_without_kernel(const FwdParams& p, at::Tensor& out, at::Tensor& softmax_lse) {
+bool finish_without_kernel(const FwdParams& p, Tensor& out, Tensor& softmax_lse) {
   if (out.numel() == 0) return true;
   if (p.total_k > 0) return false;
-  out.zero_();
-  softmax_lse.fill_(-std::numeric_limits<float>::infinity());
+  torch::stable::zero_(out);
+  torch::stable::fill_(softmax_lse, -std::numeric_limits<double>::infinity());
   return true;
 }
 
-Strides strides_of(const at::Tensor& t) {
+Strides strides_of(const Tensor& t) {
   return t.dim() == 3 ? Strides{0, t.stride(0), t.stride(1)} : Strides{t.stride(0), t.stride(1), t.stride(2)};
 }
 
-at::Tensor padded_like(const at::Tensor& t, int64_t last_dim, std::optional<at::ScalarType> dtype) {
+Tensor padded_like(const Tensor& t, int64_t last_dim, std::optional<ScalarType> dtype) {
   std::vector<int64_t> shape(t.sizes().begin(), t.sizes().end());
   shape.back() = last_dim;
-  return at::empty(shape, t.options().dtype(dtype.value_or(t.scalar_type())));
+  return empty_on(t, shape, dtype.value_or(t.scalar_type()));
 }
 
-void point_at(FwdParams& p, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-              const at::Tensor& out) {
+void point_at(FwdParams& p, const Tensor& q, const Tensor& k, const Tensor& v,
+              const Tensor& out) {
   p.q = q.data_ptr();
   p.k = k.data_ptr();
   p.v = v.data_ptr();
@@ -56,24 +58,24 @@ void point_at(FwdParams& p, const at::Tensor& q, const at::Tensor& k, const at::
   p.o_batch_stride = so.batch; p.o_row_stride = so.row; p.o_head_stride = so.head;
 }
 
-FwdParams prepare_fwd(const FwdArgs& a, int block_m, int detected_xcds, at::Tensor& out,
-                      at::Tensor& softmax_lse, const std::optional<at::Tensor>& given_out) {
+FwdParams prepare_fwd(const FwdArgs& a, int block_m, int detected_xcds, Tensor& out,
+                      Tensor& softmax_lse, const OptTensor& given_out) {
   const AttentionDims d = check_qkv(a.op(), a.q, a.k, a.v, a.varlen);
   check_options(a.op(), a.softmax_scale, a.num_xcds, a.mask, d, a.q);
   if (given_out) {
     check_like(a.op(), *given_out, "out", a.q, "q");
     out = *given_out;
   } else {
-    out = at::empty(a.q.sizes(), a.q.options());
+    out = empty_on(a.q, a.q.sizes(), a.q.scalar_type());
   }
   const auto lse_shape = d.packed ? std::vector<int64_t>{d.num_q_heads, d.total_q}
                                   : std::vector<int64_t>{d.batch, d.num_q_heads, d.seqlen_q};
-  softmax_lse = at::empty(lse_shape, a.q.options().dtype(lse_dtype(a.q)));
+  softmax_lse = empty_on(a.q, lse_shape, lse_dtype(a.q));
   return fwd_params(a, d, out, softmax_lse, block_m, detected_xcds);
 }
 
-FwdParams fwd_params(const FwdArgs& a, const AttentionDims& d, const at::Tensor& out,
-                     const at::Tensor& softmax_lse, int block_m, int detected_xcds) {
+FwdParams fwd_params(const FwdArgs& a, const AttentionDims& d, const Tensor& out,
+                     const Tensor& softmax_lse, int block_m, int detected_xcds) {
   const int num_xcds = a.num_xcds == -1 ? detected_xcds : int(a.num_xcds);
   FwdParams p{};
   point_at(p, a.q, a.k, a.v, out);
@@ -89,8 +91,8 @@ FwdParams fwd_params(const FwdArgs& a, const AttentionDims& d, const at::Tensor&
   p.lse_batch_stride = d.packed ? 0 : d.num_q_heads * d.seqlen_q;
   p.lse_head_stride = d.packed ? d.total_q : d.seqlen_q;
   if (d.packed) {
-    p.cu_seqlens_q = a.varlen->cu_seqlens_q.data_ptr<int32_t>();
-    p.cu_seqlens_k = a.varlen->cu_seqlens_k.data_ptr<int32_t>();
+    p.cu_seqlens_q = a.varlen->cu_seqlens_q.mutable_data_ptr<int32_t>();
+    p.cu_seqlens_k = a.varlen->cu_seqlens_k.mutable_data_ptr<int32_t>();
   }
   p.softmax_scale = a.softmax_scale ? *a.softmax_scale : 1.0 / std::sqrt(double(p.head_dim));
 
@@ -104,7 +106,7 @@ FwdParams fwd_params(const FwdArgs& a, const AttentionDims& d, const at::Tensor&
   p.window_right = int32_t(right < 0 ? unbounded : std::min(right, unbounded));
   p.softcap = float(m.softcap);
   if (m.alibi_slopes) {
-    p.alibi_slopes = m.alibi_slopes->data_ptr<float>();
+    p.alibi_slopes = m.alibi_slopes->mutable_data_ptr<float>();
     p.alibi_batch_stride = m.alibi_slopes->dim() == 2 ? m.alibi_slopes->stride(0) : 0;
   }
 

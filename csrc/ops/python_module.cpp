@@ -142,7 +142,7 @@ std::string device_kernel_path(const std::string& device) {
   if (!d.is_cuda()) return "cpu";
 #endif
 #if CHIPLET_FA_GPU
-  return kernel_path(d);
+  return kernel_path(d.index());
 #else
   TORCH_CHECK(false, "chiplet_fa was built for the CPU only (backend ", CHIPLET_FA_BACKEND, "); no kernels for ", d);
 #endif
@@ -153,14 +153,17 @@ std::string device_kernel_path(const std::string& device) {
 int fwd_tile_rows_for(const at::Tensor& q) {
   if (q.is_cuda()) {
 #if CHIPLET_FA_GPU
-    return fwd_tile_rows(q);
+    return fwd_tile_rows(q.scalar_type() == at::kBFloat16 ? DType::kBFloat16 : DType::kFloat16, q.size(-1),
+                         q.get_device());
 #else
     TORCH_CHECK(false, "chiplet_fa was built for the CPU only (backend ", CHIPLET_FA_BACKEND, "); no kernels for ",
                 q.device());
 #endif
   }
 #if defined(CFA_EMULATE)
-  if (emulated_fwd_takes(q)) return emulated_fwd_tile(dtype_of(q), int(q.size(-1))).first;
+  const bool half = q.scalar_type() == at::kHalf || q.scalar_type() == at::kBFloat16;
+  if (half && q.dim() >= 3 && emulated_fwd_covers(dtype_of(q.scalar_type()), q.size(-1)))
+    return emulated_fwd_tile(dtype_of(q.scalar_type()), int(q.size(-1))).first;
 #endif
   return kCpuBlockM;
 }
@@ -215,7 +218,10 @@ PYBIND11_MODULE(_C, m) {
         "The persistent forward's workers and their claims (worker, wid), interleaved by turns "
         "(mapping/domain_queues.h)");
   m.def("num_l2_domains",
-        [](const std::string& device) { return chiplet_fa::detect_num_xcds(c10::Device(device)); },
+        [](const std::string& device) {
+          const c10::Device d(device);
+          return d.is_cuda() ? chiplet_fa::detect_num_xcds(d.has_index() ? d.index() : 0) : chiplet_fa::kCpuXcds;
+        },
         py::arg("device"), "L2 domains the op detects on device: what num_xcds=-1 resolves to");
   m.def("build_info", &chiplet_fa::build_info, "What this build holds (backend, archs, instantiations, compilers)");
   m.def("_trace_set", &chiplet_fa::trace_set, py::arg("words"), py::arg("workgroups"), py::arg("slots"),

@@ -4,18 +4,17 @@
 #pragma once
 #include <string>
 
-#include <c10/util/Exception.h>
-
 #include "locality/auto_policy.h"
 #include "mapping/mapping_names.h"
+#include "ops/stable_tensor.h"
 
 namespace chiplet_fa {
 
 inline Mapping resolve_mapping(const std::string& name, int num_xcds, const locality::AttnShape& shape) {
   if (name == "auto") return locality::choose_mapping(shape, num_xcds).mapping;
   const std::optional<Mapping> m = mapping_by_name(name);
-  TORCH_CHECK_VALUE(m, "mapping must be one of 'auto', 'block_first', 'head_first', "
-                       "'swizzled_block_first', 'swizzled_head_first'; got '", name, "'");
+  check_value(m.has_value(), "mapping must be one of 'auto', 'block_first', 'head_first', "
+                 "'swizzled_block_first', 'swizzled_head_first'; got '", name, "'");
   return *m;
 }
 

@@ -5,11 +5,11 @@
 // softcap 0 = none; alibi_slopes float32 (H_q,) or (B, H_q). A forward's `deterministic` is for
 // autograd: the backward it leads to runs without atomics (as also under
 // torch.use_deterministic_algorithms).
-#include <torch/library.h>
+#include <torch/csrc/stable/library.h>
 
 #define CFA_MASK_ARGS "int window_left=-1, int window_right=-1, float softcap=0.0, Tensor? alibi_slopes=None"
 
-TORCH_LIBRARY(chiplet_fa, m) {
+STABLE_TORCH_LIBRARY(chiplet_fa, m) {
   m.def("fwd(Tensor q, Tensor k, Tensor v, float? softmax_scale=None, bool causal=False, "
         "str mapping=\"auto\", int num_xcds=-1, " CFA_MASK_ARGS ", bool deterministic=False) "
         "-> (Tensor out, Tensor softmax_lse)");

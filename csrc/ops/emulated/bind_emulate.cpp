@@ -68,7 +68,7 @@ void bind_emulate(py::module_& root) {
         "Stop recording; per launch: where, kernel, regions and reads (N, 6) int64: wid, xcd = wid % num_xcds, "
         "region, batch, head, row, each row a workgroup read first, by workgroup, in its order");
   m.def("fwd_tile", [](const at::ScalarType dtype, int head_dim) {
-          const auto [block_m, block_n] = emulated_fwd_tile(dtype_of(at::empty({0}, dtype)), head_dim);
+          const auto [block_m, block_n] = emulated_fwd_tile(dtype_of(dtype), head_dim);
           TORCH_CHECK_VALUE(block_m > 0, "emulate.fwd_tile: no cdna3 forward for ", dtype, " head_dim ", head_dim,
                             " in this build");
           return py::make_tuple(block_m, block_n);

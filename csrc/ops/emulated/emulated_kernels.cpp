@@ -22,24 +22,30 @@ int largest_built_head_dim(DType dtype, bool bwd) {
   return largest;
 }
 
-bool takes(const at::Tensor& q, bool bwd) {
+bool covers(DType dtype, int64_t head_dim, bool bwd) {
+  if (dtype != DType::kFloat16 && dtype != DType::kBFloat16) return false;
+  return head_dim <= largest_built_head_dim(dtype, bwd);
+}
+
+bool takes(const Tensor& q, bool bwd) {
   const auto t = q.scalar_type();
-  if (q.dim() < 3 || (t != at::kHalf && t != at::kBFloat16)) return false;
-  return q.size(-1) <= largest_built_head_dim(dtype_of(q), bwd);
+  if (q.dim() < 3 || (t != ScalarType::Half && t != ScalarType::BFloat16)) return false;
+  return covers(dtype_of(q), q.size(-1), bwd);
 }
 
 }  // namespace
 
-bool emulated_fwd_takes(const at::Tensor& q) { return takes(q, false); }
-bool emulated_bwd_takes(const at::Tensor& q) { return takes(q, true); }
+bool emulated_fwd_covers(DType dtype, int64_t head_dim) { return covers(dtype, head_dim, false); }
+bool emulated_fwd_takes(const Tensor& q) { return takes(q, false); }
+bool emulated_bwd_takes(const Tensor& q) { return takes(q, true); }
 
 // The emulator runs one launch at a time to completion: no stream.
-FwdResult emulated_fwd(const FwdArgs& args, const std::optional<at::Tensor>& given_out) {
-  return fwd_with_kernels(args, given_out, KernelFamily::kCdna3, detect_num_xcds(args.q.device()), nullptr);
+FwdResult emulated_fwd(const FwdArgs& args, const OptTensor& given_out) {
+  return fwd_with_kernels(args, given_out, KernelFamily::kCdna3, kCpuXcds, nullptr);
 }
 
 BwdResult emulated_bwd(const BwdArgs& args) {
-  return bwd_with_kernels(args, KernelFamily::kCdna3, detect_num_xcds(args.q.device()), nullptr);
+  return bwd_with_kernels(args, KernelFamily::kCdna3, kCpuXcds, nullptr);
 }
 
 std::pair<int, int> emulated_fwd_tile(DType dtype, int head_dim) {

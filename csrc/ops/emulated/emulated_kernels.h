@@ -6,16 +6,17 @@
 #include <optional>
 #include <utility>
 
-#include <ATen/core/Tensor.h>
-
 #include "arch/dtype.h"
 #include "ops/op_entry.h"
+#include "ops/stable_tensor.h"
 
 namespace chiplet_fa {
 
-bool emulated_fwd_takes(const at::Tensor& q);
-bool emulated_bwd_takes(const at::Tensor& q);
-FwdResult emulated_fwd(const FwdArgs& args, const std::optional<at::Tensor>& given_out);
+// Whether a built cdna3 forward covers float16/bfloat16 calls of this head dim.
+bool emulated_fwd_covers(DType dtype, int64_t head_dim);
+bool emulated_fwd_takes(const Tensor& q);
+bool emulated_bwd_takes(const Tensor& q);
+FwdResult emulated_fwd(const FwdArgs& args, const OptTensor& given_out);
 BwdResult emulated_bwd(const BwdArgs& args);
 
 // (block_m, block_n) of the built cdna3 forward for `dtype` that covers `head_dim` (the binding

@@ -4,9 +4,8 @@
 #include <cstdlib>
 #include <string>
 
-#include <c10/util/Exception.h>
-
 #include "build_config.h"
+#include "ops/stable_tensor.h"
 #include "platform.h"
 
 namespace chiplet_fa {
@@ -14,25 +13,25 @@ namespace {
 
 #if defined(CFA_HIP)
 // gcnArchName carries feature flags ("gfx942:sramecc+:xnack-"); the build lists bare targets.
-std::string device_arch(const c10::Device& device) {
+std::string device_arch(int device) {
   hipDeviceProp_t prop;
-  TORCH_CHECK(hipGetDeviceProperties(&prop, device.index()) == hipSuccess, "chiplet_fa: cannot query ", device);
+  check_runtime(hipGetDeviceProperties(&prop, device) == hipSuccess, "chiplet_fa: cannot query cuda:", device);
   const std::string arch = prop.gcnArchName;
   return arch.substr(0, arch.find(':'));
 }
 
-std::string describe(const c10::Device& device) { return device_arch(device); }
+std::string device_name(int device) { return device_arch(device); }
 
 bool built_for(const std::string& arch) {
   const std::string list = std::string(";") + CHIPLET_FA_GPU_ARCHS + ";";
   return list.find(";" + arch + ";") != std::string::npos;
 }
 
-KernelFamily pick(const c10::Device& device) {
+KernelFamily pick(int device) {
   const std::string arch = device_arch(device);
-  TORCH_CHECK(built_for(arch), "chiplet_fa: this build has no kernels for ", arch, " (built for ",
-              CHIPLET_FA_GPU_ARCHS, "); rebuild with PYTORCH_ROCM_ARCH=", arch,
-              " or leave it unset on a machine with this GPU");
+  check_runtime(built_for(arch), "chiplet_fa: this build has no kernels for ", arch, " (built for ",
+                CHIPLET_FA_GPU_ARCHS, "); rebuild with PYTORCH_ROCM_ARCH=", arch,
+                " or leave it unset on a machine with this GPU");
   return KernelFamily::kCdna3;
 }
 #else
@@ -40,17 +39,17 @@ constexpr int kMmaSyncSass[] = {0, CHIPLET_FA_MMA_SYNC_SASS};  // 0: keeps the a
 constexpr int kMmaSyncPtx = CHIPLET_FA_MMA_SYNC_PTX;           // 0: none
 
 // Two attribute queries, cheap enough for every call (the full properties are not).
-int compute_capability(const c10::Device& device) {
+int compute_capability(int device) {
   int major = 0, minor = 0;
-  TORCH_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device.index()) == cudaSuccess &&
-                  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device.index()) == cudaSuccess,
-              "chiplet_fa: cannot query ", device);
+  check_runtime(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess &&
+                    cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) == cudaSuccess,
+                "chiplet_fa: cannot query cuda:", device);
   return major * 10 + minor;
 }
 
-std::string describe(const c10::Device& device) {
+std::string device_name(int device) {
   cudaDeviceProp prop;
-  TORCH_CHECK(cudaGetDeviceProperties(&prop, device.index()) == cudaSuccess, "chiplet_fa: cannot query ", device);
+  check_runtime(cudaGetDeviceProperties(&prop, device) == cudaSuccess, "chiplet_fa: cannot query cuda:", device);
   return std::string(prop.name) + " (sm_" + std::to_string(compute_capability(device)) + ")";
 }
 
@@ -63,36 +62,37 @@ bool runs(KernelFamily f, int cc) {
   return sass || (kMmaSyncPtx > 0 && kMmaSyncPtx <= cc);
 }
 
-KernelFamily pick(const c10::Device& device) {
+// device_name queries the full properties: only for a message.
+KernelFamily pick(int device) {
   const int cc = compute_capability(device);
   const char* env = std::getenv(kKernelEnv);
   const std::string forced = env ? env : "";
-  TORCH_CHECK_VALUE(forced.empty() || forced == "auto" || forced == "mma_sync" || forced == "sm90" ||
-                        forced == "wgmma",
-                    "chiplet_fa: ", kKernelEnv, " must be auto, mma_sync or sm90 (alias wgmma), got '", forced, "'");
+  check_value(forced.empty() || forced == "auto" || forced == "mma_sync" || forced == "sm90" || forced == "wgmma",
+              "chiplet_fa: ", kKernelEnv, " must be auto, mma_sync or sm90 (alias wgmma), got '", forced, "'");
   if (forced == "mma_sync" || forced == "sm90" || forced == "wgmma") {
     const KernelFamily f = forced == "mma_sync" ? KernelFamily::kMmaSync : KernelFamily::kSm90;
-    TORCH_CHECK(runs(f, cc), "chiplet_fa: ", kKernelEnv, "=", forced, " but this build's ", family_name(f),
-                " kernels cannot run on ", describe(device), " (built for CUDA archs ", CHIPLET_FA_GPU_ARCHS, ")");
+    if (!runs(f, cc))
+      throw std::runtime_error(message("chiplet_fa: ", kKernelEnv, "=", forced, " but this build's ", family_name(f),
+                                       " kernels cannot run on ", device_name(device), " (built for CUDA archs ",
+                                       CHIPLET_FA_GPU_ARCHS, ")"));
     return f;
   }
   if (runs(KernelFamily::kSm90, cc)) return KernelFamily::kSm90;
-  TORCH_CHECK(runs(KernelFamily::kMmaSync, cc), "chiplet_fa: this build has no kernels for ", describe(device),
-              ": it was built for CUDA archs ", CHIPLET_FA_GPU_ARCHS, "; rebuild with CHIPLET_FA_CUDA_ARCHS=",
-              cc == 90 ? "90a" : std::to_string(cc), " or leave it unset on a machine with this GPU");
+  if (!runs(KernelFamily::kMmaSync, cc))
+    throw std::runtime_error(message("chiplet_fa: this build has no kernels for ", device_name(device),
+                                     ": it was built for CUDA archs ", CHIPLET_FA_GPU_ARCHS,
+                                     "; rebuild with CHIPLET_FA_CUDA_ARCHS=", cc == 90 ? "90a" : std::to_string(cc),
+                                     " or leave it unset on a machine with this GPU"));
   return KernelFamily::kMmaSync;
 }
 #endif
 
 }  // namespace
 
-KernelFamily kernel_family(const c10::Device& device) {
-  TORCH_CHECK(device.is_cuda(), "chiplet_fa: kernel families exist for GPU devices, got ", device);
-  return pick(device);
-}
+KernelFamily kernel_family(int device_index) { return pick(device_index); }
 
-std::string kernel_path(const c10::Device& device) {
-  return std::string(family_name(kernel_family(device))) + " on " + describe(device);
+std::string kernel_path(int device_index) {
+  return std::string(family_name(kernel_family(device_index))) + " on " + device_name(device_index);
 }
 
 }  // namespace chiplet_fa

@@ -6,23 +6,24 @@
 #pragma once
 #include <string>
 
-#include <ATen/core/Tensor.h>
-#include <c10/core/Device.h>
+#include <cstdint>
 
+#include "arch/dtype.h"
 #include "arch/kernel_family.h"
 
 namespace chiplet_fa {
 
 constexpr const char* kKernelEnv = "CHIPLET_FA_KERNEL";
 
-// Raises RuntimeError naming the device and the build when no built family can run on it.
-KernelFamily kernel_family(const c10::Device& device);
+// GPU `device_index` (torch's ordinal). Raises RuntimeError naming the device and the build when no
+// built family can run on it.
+KernelFamily kernel_family(int device_index);
 
 // "<family> on <device name> (<arch>)", for build_info() and explain().
-std::string kernel_path(const c10::Device& device);
+std::string kernel_path(int device_index);
 
-// Query rows per forward tile of the kernel a call with q (a GPU tensor) runs, for explain(), which
-// models the op's tiles (defined with the forward binding, fwd_gpu.cu).
-int fwd_tile_rows(const at::Tensor& q);
+// Query rows per forward tile of the kernel a call of this dtype and head dim on GPU device_index
+// runs, for explain(), which models the op's tiles (defined with the forward binding, fwd_gpu.cu).
+int fwd_tile_rows(DType dtype, int64_t head_dim, int device_index);
 
 }  // namespace chiplet_fa
