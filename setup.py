@@ -118,7 +118,8 @@ if __name__ == "__main__":
         version=VERSION["__version__"],
         description="FlashAttention-2 kernels with L2-domain-aware (chiplet) workgroup mapping",
         packages=find_packages(include=["chiplet_fa", "chiplet_fa.*"]),
-        ext_modules=[Extension("chiplet_fa._C", sources=[])],
+        # py_limited_api: the module is built as _C.abi3.so (CMakeLists.txt), the name looked up here.
+        ext_modules=[Extension("chiplet_fa._C", sources=[], py_limited_api=True)],
         cmdclass={"build_ext": CMakeBuild},
         python_requires=">=3.10",
         install_requires=INSTALL_REQUIRES,
