@@ -26,6 +26,7 @@
 using cfaStream_t = hipStream_t;
 using cfaError_t = hipError_t;
 #define cfaSuccess hipSuccess
+#define cfaGetDevice hipGetDevice
 #define cfaGetLastError hipGetLastError
 #define cfaGetErrorString hipGetErrorString
 #define cfaFuncSetAttribute hipFuncSetAttribute
@@ -35,6 +36,7 @@ using cfaError_t = hipError_t;
 using cfaStream_t = cudaStream_t;
 using cfaError_t = cudaError_t;
 #define cfaSuccess cudaSuccess
+#define cfaGetDevice cudaGetDevice
 #define cfaGetLastError cudaGetLastError
 #define cfaGetErrorString cudaGetErrorString
 #define cfaFuncSetAttribute cudaFuncSetAttribute

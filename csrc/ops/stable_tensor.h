@@ -52,7 +52,11 @@ inline std::string joined(Sizes sizes) {
   for (size_t i = 0; i < sizes.size(); ++i) s += (i ? ", " : "") + std::to_string(sizes[i]);
   return s;
 }
-inline std::string describe(Sizes sizes) { return "[" + joined(sizes) + "]"; }
+inline std::string describe(Sizes sizes) {
+  std::string s = "[";  // built in steps: gcc 12's -Wrestrict misfires on "[" + joined(sizes) + "]"
+  s += joined(sizes);
+  return s += "]";
+}
 template <typename T>
 const T& describe(const T& x) {
   return x;

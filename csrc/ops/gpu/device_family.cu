@@ -89,6 +89,12 @@ KernelFamily pick(int device) {
 
 }  // namespace
 
+int current_device() {
+  int device = 0;
+  check_runtime(cfaGetDevice(&device) == cfaSuccess, "chiplet_fa: cannot query the current GPU");
+  return device;
+}
+
 KernelFamily kernel_family(int device_index) { return pick(device_index); }
 
 std::string kernel_path(int device_index) {

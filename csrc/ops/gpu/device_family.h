@@ -4,9 +4,8 @@
 // newer GPUs without a family of their own); on AMD the cdna3 family. CHIPLET_FA_KERNEL=mma_sync
 // or sm90 (alias wgmma) forces one; a device that cannot run the forced family raises.
 #pragma once
-#include <string>
-
 #include <cstdint>
+#include <string>
 
 #include "arch/dtype.h"
 #include "arch/kernel_family.h"
@@ -14,6 +13,9 @@
 namespace chiplet_fa {
 
 constexpr const char* kKernelEnv = "CHIPLET_FA_KERNEL";
+
+// The calling thread's current GPU (torch's ordinal), for a device named without an index.
+int current_device();
 
 // GPU `device_index` (torch's ordinal). Raises RuntimeError naming the device and the build when no
 // built family can run on it.
