@@ -1,4 +1,6 @@
 """chiplet_fa: FlashAttention-2 with workgroups mapped so each head's K/V stays in one L2 domain."""
+import torch  # noqa: F401  (first: it loads libtorch_cpu.so, the C shim _C links against and does not locate itself)
+
 try:
     from . import _C  # noqa: F401  (registers torch.ops.chiplet_fa.*)
 except ImportError as exc:  # pragma: no cover - message for a source checkout without a build

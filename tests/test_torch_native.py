@@ -2,6 +2,7 @@
 registry, activation and restore, and torch's own paths (SDPA, varlen_attn, torch.compile, context
 parallelism) through chiplet_fa. Without a GPU the test-only switch overrides the CPU key instead of
 CUDA; the GPU tests run the CUDA key itself."""
+import inspect
 import json
 import os
 import subprocess
@@ -21,6 +22,18 @@ native = pytest.importorskip("chiplet_fa.integrations.torch")
 needs_registry = pytest.mark.skipif(not hasattr(torch.nn.attention, "register_flash_attention_impl"),
                                     reason=f"torch {torch.__version__} has no flash-attention registry")
 pytestmark = needs_registry
+
+
+def varlen_api(*names):
+    """torch.nn.attention.varlen's functions, skipping the test on a torch whose varlen API lacks one
+    (varlen_attn's window_size and enable_gqa, varlen_attn_out: newer than torch 2.11's)."""
+    varlen = pytest.importorskip("torch.nn.attention.varlen")
+    missing = [n for n in names if not hasattr(varlen, n)]
+    params = inspect.signature(varlen.varlen_attn).parameters if hasattr(varlen, "varlen_attn") else {}
+    missing += [f"varlen_attn({p}=)" for p in ("window_size", "enable_gqa") if p not in params]
+    if missing:
+        pytest.skip(f"torch {torch.__version__}'s varlen API lacks {', '.join(missing)}")
+    return [getattr(varlen, n) for n in names]
 
 
 @pytest.fixture
@@ -125,7 +138,7 @@ def test_lower_right_causal_as_torchs_flash_kernel(on_cpu):
 
 @pytest.mark.parametrize("window", [(-1, -1), (-1, 0), (16, 0)])
 def test_varlen_attn_through_chiplet_fa(on_cpu, window):
-    from torch.nn.attention.varlen import AuxRequest, varlen_attn
+    AuxRequest, varlen_attn = varlen_api("AuxRequest", "varlen_attn")
 
     cu = torch.tensor([0, 30, 31, 95, 130], dtype=torch.int32)
     g = torch.Generator().manual_seed(1)
@@ -148,7 +161,7 @@ def test_varlen_attn_through_chiplet_fa(on_cpu, window):
 
 
 def test_varlen_attn_out_writes_in_place(on_cpu):
-    from torch.nn.attention.varlen import varlen_attn_out
+    varlen_attn_out, = varlen_api("varlen_attn_out")
 
     cu = torch.tensor([0, 10, 40], dtype=torch.int32)
     q = torch.randn(40, 2, 16, dtype=torch.float64)
