@@ -48,7 +48,8 @@ python3 -m venv "$oldest"
 echo "--- the wheel under torch $("$oldest/bin/python" -c 'import torch; print(torch.__version__)')"
 cpu_tests "$oldest"
 rm -rf "$oldest"
-"$build/bin/pip" install -q --no-deps "$wheel" pytest hypothesis
+"$build/bin/pip" install -q pytest hypothesis numpy
+"$build/bin/pip" install -q --no-deps "$wheel"
 echo "--- the wheel under torch $("$build/bin/python" -c 'import torch; print(torch.__version__)')"
 cpu_tests "$build"
 "$build/bin/pip" uninstall -q -y chiplet_fa  # hip_build.sh needs only the build venv's torch
