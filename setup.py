@@ -8,6 +8,9 @@ Install with `pip install --no-build-isolation .`: the build takes torch's heade
 from the torch installed (CHIPLET_FA_TORCH_DIR: another torch package folder, e.g. a CPU torch's
 for a ROCm wheel; with CHIPLET_FA_BUILD and the architectures given, no torch need be importable).
 The version's local label says what the build holds: +cpu, +cu<CUDA major>, +rocm.<gfx targets>.
+CHIPLET_FA_BUILD_DIR: the CMake build folder to use (default: one under pip's temporary build tree),
+kept afterwards so that another target can be added to the same build without compiling the
+kernels again (.ci/hip_build.sh adds tools/hip_launch_check).
 """
 import os
 import re
@@ -119,7 +122,8 @@ class CMakeBuild(build_ext):
         emulate = os.environ.get("CHIPLET_FA_EMULATE", "").strip()
         # An emulated build (clang, more units) keeps its own CMake cache, and a plain one resets
         # the variable, so neither inherits the other's.
-        build_dir = Path(self.build_temp).resolve() / (backend + (f"-emulate-{emulate}" if emulate else ""))
+        build_dir = (Path(os.environ["CHIPLET_FA_BUILD_DIR"]).resolve() if os.environ.get("CHIPLET_FA_BUILD_DIR") else
+                     Path(self.build_temp).resolve() / (backend + (f"-emulate-{emulate}" if emulate else "")))
         build_dir.mkdir(parents=True, exist_ok=True)
         options = ([f"-DCHIPLET_FA_BACKEND={backend}", f"-DCHIPLET_FA_EMULATE={emulate}"] +
                    gpu_arch_args(torch, backend))

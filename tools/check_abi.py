@@ -9,8 +9,9 @@ Passes when the library
     in a ROCm build, libamdhip64 (a CUDA build carries its runtime statically);
   * imports no C++ symbol of libtorch (c10::, at::, torch::) or pybind11, and of CPython's private
     names only those the stable ABI has (_Py_Dealloc, _Py_NoneStruct, ...).
-It prints the undefined symbols by family (and with --list every one), for a CI log. Exit status 1
-names what broke the rule. Uses nm, readelf and c++filt from binutils.
+It prints the undefined symbols by family (and with --list every one) and the newest glibc and
+libstdc++ symbol versions they need (the oldest system the library loads on), for a CI log. Exit
+status 1 names what broke the rule. Uses nm, readelf and c++filt from binutils.
 """
 import argparse
 import re
@@ -47,6 +48,16 @@ def needed(so):
     return re.findall(r"\(NEEDED\)\s+Shared library: \[(.+?)\]", run("readelf", "-d", str(so)))
 
 
+def newest_versions(so):
+    """The newest version of each runtime's symbol versions (GLIBC_2.34, GLIBCXX_3.4.30, ...) the library needs."""
+    newest = {}
+    for name, version in re.findall(r"Name: (GLIBC|GLIBCXX|CXXABI)_([\d.]+)", run("readelf", "-V", str(so))):
+        key = tuple(int(part) for part in version.split("."))
+        if key > newest.get(name, ()):
+            newest[name] = key
+    return {name: ".".join(map(str, key)) for name, key in newest.items()}
+
+
 def problems(so):
     found = []
     if not so.name.endswith(".abi3.so"):
@@ -65,6 +76,7 @@ def report(so, listing=False):
     counts = Counter(next(family for family, rx in FAMILIES if rx.match(raw)) for raw, _ in symbols)
     print(f"{so.name}: needs {', '.join(needed(so))}")
     print("undefined symbols: " + ", ".join(f"{n} {family}" for family, n in counts.most_common()))
+    print("newest symbol versions: " + ", ".join(f"{name}_{v}" for name, v in sorted(newest_versions(so).items())))
     if listing:
         for raw, name in symbols:
             print(f"  {name}")

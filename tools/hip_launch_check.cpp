@@ -1,5 +1,5 @@
-// Launch check of the torch-free HIP build (cmake -DCHIPLET_FA_BACKEND=hip -DCHIPLET_FA_TORCH=OFF;
-// .ci/hip_build.sh builds and runs it). For every instantiation the build holds (build_config.h)
+// Launch check of the HIP build (cmake -DCHIPLET_FA_BACKEND=hip -DCHIPLET_FA_HIP_LAUNCH_CHECK=ON: linked
+// from the kernel objects _C holds; .ci/hip_build.sh builds and runs it). For every instantiation the build holds (build_config.h)
 // it fills FwdParams / BwdParams for a small GQA problem under each kind of mask (none; causal;
 // a sliding window with softcap and ALiBi) and calls launch_kernels, the dispatch
 // the torch bindings use (ops/gpu/launch_kernels.h), which runs cdna3::run_fwd / run_bwd

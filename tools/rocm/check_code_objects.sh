@@ -3,7 +3,7 @@
 # extracted with llvm-objdump --offloading and disassembled: for each architecture named, exactly
 # UNITS of them must hold v_mfma (matrix-core) instructions, one per kernel unit.
 #   check_code_objects.sh LIBRARY UNITS ARCH...     (LLVM_BIN: the folder of llvm-objdump)
-# .ci/hip_build.sh runs it on the torch-free kernel library, tools/rocm/build_wheel.sh on _C.so.
+# .ci/hip_build.sh runs it on the ROCm wheel's _C.abi3.so.
 set -euo pipefail
 lib=$1 units=$2
 shift 2
