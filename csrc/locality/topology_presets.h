@@ -1,6 +1,6 @@
 // Cache topology of a GPU as the L2 locality model sees it: how many L2 domains there are, how
 // big each is, and how many workgroups run at once on each. Framework-free (simulator core,
-// analytic estimate and the auto chooser use it; pybind11 exposes it).
+// analytic estimate and the auto chooser use it; the Python module exposes it).
 #pragma once
 #include <cstdint>
 #include <string>

@@ -1,6 +1,6 @@
 // Workgroup mapping: the one function that turns a linear workgroup id into the tile
 // (batch, q_head, m_block) it computes. GPU kernels, the CPU path, the tests (through
-// pybind11) and the L2 model all call map_workgroup, so they cannot disagree.
+// the Python module) and the L2 model all call map_workgroup, so they cannot disagree.
 //
 // Orders. "Head-first" enumerates tiles as ((batch * H_q + q_head) * M + m_block): consecutive
 // positions walk the m-blocks of one head, and because q_head = kv_head * G + j (G = H_q/H_kv),

@@ -1,4 +1,4 @@
-// Policy names as users write them, shared by the op, pybind11 and error messages.
+// Policy names as users write them, shared by the op, the Python module and error messages.
 #pragma once
 #include <optional>
 #include <string>
