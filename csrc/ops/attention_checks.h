@@ -2,6 +2,7 @@
 // layouts. `op` ("chiplet_fa.fwd", "chiplet_fa.bwd_varlen", ...) starts every message so users
 // see which call was wrong; every message names the argument.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 
@@ -22,6 +23,23 @@ struct MaskArgs {
   double softcap = 0.0;                         // 0: none
   OptTensor alibi_slopes;       // float32 (H_q,) or (B, H_q)
 };
+
+// A mask into a kernel's params (FwdParams, DecodeParams: the same field names). flash-attention's
+// window: causal is right = 0; a side of -1 (or one reaching past `unbounded`) is unbounded, held as
+// `unbounded` (the forward's N_q + N_k keeps its window arithmetic in int32; decoding's kernel
+// computes in int64 and takes INT32_MAX).
+template <class Params>
+void set_mask(Params& p, const MaskArgs& m, int64_t unbounded) {
+  const int64_t right = m.causal ? 0 : m.window_right;
+  p.windowed = m.causal || m.window_left >= 0 || m.window_right >= 0;
+  p.window_left = int32_t(m.window_left < 0 ? unbounded : std::min(m.window_left, unbounded));
+  p.window_right = int32_t(right < 0 ? unbounded : std::min(right, unbounded));
+  p.softcap = float(m.softcap);
+  if (m.alibi_slopes) {
+    p.alibi_slopes = m.alibi_slopes->template mutable_data_ptr<float>();
+    p.alibi_batch_stride = m.alibi_slopes->dim() == 2 ? m.alibi_slopes->stride(0) : 0;
+  }
+}
 
 struct AttentionDims {
   int64_t batch, seqlen_q, seqlen_k, num_q_heads, num_kv_heads, head_dim;

@@ -192,17 +192,9 @@ DecodeParams decode_params(const DecodeArgs& a, const DecodeDims& d, int detecte
   p.seqlen_ro = int32_t(d.seqlen_ro);
   p.rotary_interleaved = a.rotary_interleaved;
   const MaskArgs& m = a.mask;
-  p.windowed = m.causal || m.window_left >= 0 || m.window_right >= 0;
+  set_mask(p, m, INT32_MAX);
   p.rotary_q_per_token = p.windowed;
-  p.window_left = int32_t(m.window_left < 0 ? INT32_MAX : std::min<int64_t>(m.window_left, INT32_MAX));
-  const int64_t right = m.causal ? 0 : m.window_right;
-  p.window_right = int32_t(right < 0 ? INT32_MAX : std::min<int64_t>(right, INT32_MAX));
   p.softmax_scale = a.softmax_scale ? *a.softmax_scale : 1.0 / std::sqrt(double(d.head_dim));
-  p.softcap = float(m.softcap);
-  if (m.alibi_slopes) {
-    p.alibi_slopes = m.alibi_slopes->mutable_data_ptr<float>();
-    p.alibi_batch_stride = m.alibi_slopes->dim() == 2 ? m.alibi_slopes->stride(0) : 0;
-  }
   // ALiBi's slope is per query head, the tile's scores take one: one head a tile.
   p.heads_per_tile = m.alibi_slopes ? 1 : std::max<int32_t>(1, int32_t(d.num_q_heads / d.num_kv_heads));
   p.num_xcds = a.num_xcds == -1 ? detected_xcds : int32_t(a.num_xcds);

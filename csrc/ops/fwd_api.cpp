@@ -96,23 +96,11 @@ FwdParams fwd_params(const FwdArgs& a, const AttentionDims& d, const Tensor& out
   }
   p.softmax_scale = a.softmax_scale ? *a.softmax_scale : 1.0 / std::sqrt(double(p.head_dim));
 
-  // flash-attention's window: causal is right = 0; a side of -1 (or one reaching past every key)
-  // is unbounded, held as N_q + N_k, which bounds nothing and keeps window arithmetic in int32.
-  const MaskArgs& m = a.mask;
-  const int64_t right = m.causal ? 0 : m.window_right;
-  p.windowed = m.causal || m.window_left >= 0 || m.window_right >= 0;
-  const int64_t unbounded = d.seqlen_q + d.seqlen_k;
-  p.window_left = int32_t(m.window_left < 0 ? unbounded : std::min(m.window_left, unbounded));
-  p.window_right = int32_t(right < 0 ? unbounded : std::min(right, unbounded));
-  p.softcap = float(m.softcap);
-  if (m.alibi_slopes) {
-    p.alibi_slopes = m.alibi_slopes->mutable_data_ptr<float>();
-    p.alibi_batch_stride = m.alibi_slopes->dim() == 2 ? m.alibi_slopes->stride(0) : 0;
-  }
+  set_mask(p, a.mask, d.seqlen_q + d.seqlen_k);
 
   locality::AttnShape shape{d.batch, d.num_q_heads, d.num_kv_heads, d.seqlen_q, d.seqlen_k, d.head_dim};
   shape.elem_bytes = int32_t(a.q.element_size());
-  shape.causal = m.causal;
+  shape.causal = a.mask.causal;
   shape.block_m = block_m;
   // The auto decision sees the lengths the host knows: a packed batch's exact lengths when its
   // cu_seqlens are CPU tensors, else batch sequences of the mean length (no device-to-host copy).
