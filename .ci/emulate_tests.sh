@@ -29,7 +29,6 @@ echo "emulated tests: $((SECONDS - start)) s"
 # goes into a copy of the package, with clang's ASan runtime preloaded into Python.
 start=$SECONDS
 cmake -S . -B build/emulate-asan -G Ninja -DCMAKE_CXX_COMPILER=clang++-19 -DCHIPLET_FA_EMULATE=cdna3 \
-  -DCMAKE_PREFIX_PATH="$(python -c 'import torch; print(torch.utils.cmake_prefix_path)')" \
   -DPython_EXECUTABLE="$(which python)" -DCMAKE_LIBRARY_OUTPUT_DIRECTORY="$PWD/build/emulate-asan/lib" \
   "-DCMAKE_CXX_FLAGS=-fsanitize=address -fno-omit-frame-pointer" -DCMAKE_MODULE_LINKER_FLAGS=-fsanitize=address >/dev/null
 cmake --build build/emulate-asan -j "$MAX_JOBS" >/dev/null
