@@ -39,7 +39,7 @@ rm -rf "$unpacked"
 cpu_tests() {
   local venv=$1
   (cd /tmp && "$venv/bin/chiplet-fa" --version | sed -n 1,3p)
-  "$venv/bin/pytest" tests -q -rf -p no:cacheprovider | { grep -E "^(FAILED|ERROR) | (passed|failed)" || true; }
+  "$venv/bin/pytest" tests -q -rfE -p no:cacheprovider | { grep -E "^(FAILED|ERROR) | (passed|failed)" || true; }
   return "${PIPESTATUS[0]}"
 }
 oldest="$CI_VENVS/torch-oldest"
